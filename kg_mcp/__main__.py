@@ -1,0 +1,3 @@
+from kg_mcp.cli import main
+
+main()

@@ -1,0 +1,109 @@
+"""Stores behind the tools: `open_backend` picks one from the command line's choices."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pyoxigraph as ox
+
+from kg_mcp.backends import _queries as q
+from kg_mcp.backends.base import Backend, Direction, EntityHit, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.oxigraph_store import OxigraphBackend
+from kg_mcp.backends.remote import RemoteBackend
+from kg_mcp.errors import ConfigError
+from kg_mcp.ids import Vocabulary
+from kg_mcp.profiles import DETECTION_PROBES, GENERIC, Profile, get_profile
+from kg_mcp.settings import Settings
+from kg_mcp.store_meta import read_meta
+
+__all__ = [
+    "Backend",
+    "Direction",
+    "EntityHit",
+    "Neighbour",
+    "Qualifier",
+    "RelationCount",
+    "Rows",
+    "StoreStats",
+    "open_backend",
+    "open_store",
+    "open_endpoint",
+    "open_demo",
+]
+
+log = logging.getLogger(__name__)
+
+WIKIDATA_ENDPOINT = "https://query.wikidata.org/sparql"
+
+
+def open_backend(
+    *,
+    store: str | Path | None = None,
+    sparql: str | None = None,
+    wikidata: bool = False,
+    profile: str | None = None,
+    settings: Settings | None = None,
+) -> Backend:
+    """The backend for one of: a store directory, an endpoint URL, Wikidata, or (none given) the demo KG."""
+    settings = settings or Settings()
+    chosen = [x for x in (store, sparql, wikidata or None) if x]
+    if len(chosen) > 1:
+        raise ConfigError("Give one of --store, --sparql or --wikidata, not several.")
+    if store:
+        return open_store(store, profile=profile, settings=settings)
+    if sparql or wikidata:
+        return open_endpoint(sparql or WIKIDATA_ENDPOINT, profile=profile or ("wikidata" if wikidata else None), settings=settings)
+    return open_demo(settings=settings, profile=profile)
+
+
+def open_store(path: str | Path, *, profile: str | None = None, settings: Settings | None = None) -> OxigraphBackend:
+    """A store made by `kg-mcp load`, opened read-only (serving never writes)."""
+    from kg_mcp.loading.atomic import recover_interrupted_swap
+
+    path = Path(path)
+    recover_interrupted_swap(path)
+    if not path.is_dir():
+        raise ConfigError(f"No store at {path}. Create one with: kg-mcp load FILE... --store {path}")
+    try:
+        store = ox.Store.read_only(str(path))
+    except OSError as e:
+        raise ConfigError(f"Cannot open the store at {path}: {e}") from e
+    return _local_backend(store, str(path), profile, settings or Settings())
+
+
+def open_demo(*, settings: Settings | None = None, profile: str | None = None) -> OxigraphBackend:
+    """The small Wikidata-shaped demo KG that ships with kg-mcp, in memory."""
+    from kg_mcp.demo import demo_path
+
+    store = ox.Store()
+    store.load(path=str(demo_path()), format=ox.RdfFormat.TURTLE)
+    return _local_backend(store, "demo KG (in memory)", profile or "wikidata", settings or Settings())
+
+
+def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | None = None) -> RemoteBackend:
+    """A remote SPARQL endpoint; the profile is detected with a few ASK queries unless given."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{url!r} is not an http(s) URL of a SPARQL endpoint.")
+    settings = settings or Settings()
+    probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
+    chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    log.info("endpoint %s: profile %s", url, chosen.name)
+    return RemoteBackend(url, chosen, Vocabulary(chosen), settings)
+
+
+def _local_backend(store: ox.Store, location: str, profile: str | None, settings: Settings) -> OxigraphBackend:
+    meta = read_meta(store)
+    probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
+    chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
+    bare = [meta["relation_namespace"]] if meta.get("relation_namespace") else []
+    vocab = Vocabulary(chosen, meta.get("prefixes", {}), bare)
+    log.info("store %s: profile %s", location, chosen.name)
+    return OxigraphBackend(store, chosen, vocab, settings, location=location)
+
+
+def _detect(ask) -> Profile:
+    for candidate, predicate in DETECTION_PROBES:
+        if ask(q.ask_predicate(predicate)):
+            return candidate
+    return GENERIC

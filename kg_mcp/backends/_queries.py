@@ -1,0 +1,157 @@
+"""SPARQL text for the backend's questions.
+
+Every term is written with pyoxigraph's N-Triples serialisation (`str(term)`), which escapes
+quotes, angle brackets and newlines; nothing a model typed is ever formatted in directly.
+Queries are bounded (LIMIT) wherever the answer could be large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyoxigraph as ox
+
+from kg_mcp.backends.base import Direction, Term
+from kg_mcp.profiles import Profile
+
+
+def values(var: str, terms: Sequence[Term]) -> str:
+    return f"VALUES ?{var} {{ {' '.join(str(t) for t in terms)} }}"
+
+
+def _string(text: str) -> str:
+    return str(ox.Literal(text))
+
+
+def visible(profile: Profile, var: str, node: ox.NamedNode) -> str:
+    """A FILTER leaving out the profile's bookkeeping predicates ('' when nothing is hidden)."""
+    if node.value.startswith(profile.unhide_for_subjects_in or ("\0",)):
+        return ""
+    tests = []
+    if profile.hidden_predicates:
+        hidden = ", ".join(f"<{p}>" for p in sorted(profile.hidden_predicates))
+        tests.append(f"?{var} NOT IN ({hidden})")
+    tests += [f"!STRSTARTS(STR(?{var}), {_string(ns)})" for ns in profile.hidden_namespaces]
+    return f"FILTER({' && '.join(tests)})" if tests else ""
+
+
+def edge_pattern(node: ox.NamedNode, direction: Direction) -> str:
+    return f"{node} ?p ?o ." if direction is Direction.OUTGOING else f"?o ?p {node} ."
+
+
+def neighbours(
+    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+) -> str:
+    restrict = values("p", predicates) if predicates else visible(profile, "p", node)
+    return f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
+
+
+def count_neighbours(
+    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+) -> str:
+    restrict = values("p", predicates) if predicates else visible(profile, "p", node)
+    return f"SELECT (COUNT(*) AS ?n) WHERE {{ {restrict} {edge_pattern(node, direction)} }}"
+
+
+def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction) -> str:
+    return (
+        f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {edge_pattern(node, direction)} {visible(profile, 'p', node)} }} "
+        "GROUP BY ?p ORDER BY DESC(?n)"
+    )
+
+
+def qualifiers(profile: Profile, node: ox.NamedNode, claims: Sequence[ox.NamedNode]) -> str:
+    """Main value and qualifiers of `node`'s statements for the given claim predicates (p:Pn)."""
+    model = profile.statements
+    assert model is not None
+    return (
+        "SELECT ?claim ?value ?q ?qv WHERE { "
+        f"{values('claim', claims)} {node} ?claim ?st . ?st ?vp ?value . ?st ?q ?qv . "
+        # The trailing P skips the value-node namespaces (psv:, pqv:) nested under the same path.
+        f"FILTER(STRSTARTS(STR(?vp), {_string(model.value + 'P')}) && STRSTARTS(STR(?q), {_string(model.qualifier + 'P')})) }}"
+    )
+
+
+def ask_triple(subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> str:
+    return f"ASK {{ {subject} {predicate} {obj} }}"
+
+
+def ask_exists(node: ox.NamedNode) -> str:
+    return f"ASK {{ {{ {node} ?p ?o }} UNION {{ ?s ?p {node} }} }}"
+
+
+def labels(nodes: Sequence[Term], predicates: Sequence[str], languages: Sequence[str] | None) -> str:
+    """Candidate labels of `nodes`; with `languages`, only those (and untagged) ones."""
+    lang_filter = ""
+    if languages:
+        langs = ", ".join(_string(lang) for lang in [*languages, ""])
+        lang_filter = f"FILTER(LANG(?l) IN ({langs}))"
+    preds = values("lp", [ox.NamedNode(p) for p in predicates])
+    return f"SELECT ?x ?lp ?l WHERE {{ {values('x', nodes)} {preds} ?x ?lp ?l . {lang_filter} }}"
+
+
+def any_label(nodes: Sequence[Term], predicates: Sequence[str]) -> str:
+    preds = values("lp", [ox.NamedNode(p) for p in predicates])
+    return f"SELECT ?x (SAMPLE(?l) AS ?label) WHERE {{ {values('x', nodes)} {preds} ?x ?lp ?l . }} GROUP BY ?x"
+
+
+def exact_label(name: str, predicates: Sequence[str], languages: Sequence[str], limit: int) -> str:
+    """Entities whose label is exactly `name` (untagged, xsd:string or one of `languages`): index-friendly."""
+    forms = [ox.Literal(name)] + [ox.Literal(name, language=lang) for lang in languages]
+    preds = values("lp", [ox.NamedNode(p) for p in predicates])
+    return f"SELECT DISTINCT ?x WHERE {{ {values('l', forms)} {preds} ?x ?lp ?l . }} LIMIT {int(limit)}"
+
+
+def label_prefix_scan(prefix: str, predicates: Sequence[str], limit: int) -> str:
+    """Entities whose label starts with `prefix`, ignoring case: a scan, for stores that can afford it."""
+    preds = values("lp", [ox.NamedNode(p) for p in predicates])
+    return (
+        f"SELECT ?x ?l WHERE {{ {preds} ?x ?lp ?l . "
+        f"FILTER(isLiteral(?l) && STRSTARTS(LCASE(STR(?l)), {_string(prefix.lower())})) }} LIMIT {int(limit)}"
+    )
+
+
+def wikidata_entity_search(name: str, language: str, limit: int) -> str:
+    """Wikidata's own entity search (the query service's mwapi), ranked as on wikidata.org."""
+    return (
+        "PREFIX wikibase: <http://wikiba.se/ontology#> PREFIX mwapi: <https://www.mediawiki.org/ontology#API/> "
+        "PREFIX bd: <http://www.bigdata.com/rdf#> SELECT ?x WHERE { SERVICE wikibase:mwapi { "
+        'bd:serviceParam wikibase:endpoint "www.wikidata.org"; wikibase:api "EntitySearch"; '
+        f"mwapi:search {_string(name)}; mwapi:language {_string(language)}. "
+        f"?x wikibase:apiOutputItem mwapi:item. }} }} LIMIT {int(limit)}"
+    )
+
+
+def degree(profile: Profile, node: ox.NamedNode, cap: int) -> str:
+    """Visible edges of `node`, both directions, counted up to `cap` each so hubs stay cheap."""
+    out = f"{{ SELECT ?p WHERE {{ {node} ?p ?o . {visible(profile, 'p', node)} }} LIMIT {int(cap)} }}"
+    inc = f"{{ SELECT ?p WHERE {{ ?o ?p {node} . {visible(profile, 'p', node)} }} LIMIT {int(cap)} }}"
+    return f"SELECT (COUNT(*) AS ?n) WHERE {{ {out} UNION {inc} }}"
+
+
+def count_triples() -> str:
+    return "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+
+
+def top_relations(limit: int) -> str:
+    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT {int(limit)}"
+
+
+def count_distinct(var: str) -> str:
+    return f"SELECT (COUNT(DISTINCT ?{var}) AS ?n) WHERE {{ ?s ?p ?o }}"
+
+
+def count_entities() -> str:
+    return "SELECT (COUNT(DISTINCT ?e) AS ?n) WHERE { { ?e ?p ?o } UNION { ?s ?p ?e FILTER(isIRI(?e)) } }"
+
+
+def ask_predicate(predicate: str) -> str:
+    return f"ASK {{ ?s <{ox.NamedNode(predicate).value}> ?o }}"
+
+
+def ask_namespace_used(namespace: str) -> str:
+    return f"ASK {{ {{ SELECT ?p WHERE {{ ?s ?p ?o }} LIMIT 100000 }} FILTER(STRSTARTS(STR(?p), {_string(namespace)})) }}"
+
+
+def property_by_label(label: str, predicates: Sequence[str], languages: Sequence[str]) -> str:
+    return exact_label(label, predicates, languages, 20)

@@ -1,0 +1,143 @@
+"""The one interface every tool uses: a few questions any KG store can answer.
+
+Terms are pyoxigraph's own `NamedNode`, `BlankNode` and `Literal`, whether they come from a
+local store or from an endpoint's JSON results, so tools handle a single set of types.
+Implementations raise only the errors of `kg_mcp.errors`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pyoxigraph as ox
+
+from kg_mcp.ids import Vocabulary
+from kg_mcp.profiles import Profile
+
+Term = ox.NamedNode | ox.BlankNode | ox.Literal
+
+
+class Direction(str, Enum):
+    OUTGOING = "outgoing"  # the entity is the subject
+    INCOMING = "incoming"  # the entity is the object
+
+
+@dataclass(frozen=True)
+class Qualifier:
+    predicate: ox.NamedNode
+    value: Term
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One edge seen from a focus entity: the predicate and the node at its other end."""
+
+    predicate: ox.NamedNode
+    value: Term
+    qualifiers: tuple[Qualifier, ...] = ()
+
+
+@dataclass(frozen=True)
+class RelationCount:
+    predicate: ox.NamedNode
+    direction: Direction
+    count: int
+
+
+@dataclass(frozen=True)
+class EntityHit:
+    node: ox.NamedNode
+    label: str | None
+    description: str | None
+    degree: int
+    match: str  # "id", "exact", "case-insensitive" or "prefix"
+
+
+@dataclass
+class Rows:
+    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown)."""
+
+    variables: list[str]
+    rows: list[list[Term | None]]
+    total: int | None
+    boolean: bool | None = None
+
+
+@dataclass
+class StoreStats:
+    kind: str
+    profile: str
+    triples: int | None
+    entities: int | None = None
+    relations: int | None = None
+    top_relations: list[tuple[ox.NamedNode, int]] = field(default_factory=list)
+    details: dict[str, str] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """What the tools need from a KG. `limit` arguments are hard caps on rows returned."""
+
+    profile: Profile
+    vocab: Vocabulary
+
+    # --- references -------------------------------------------------------------------------
+    @abstractmethod
+    def resolve_entity(self, ref: str) -> ox.NamedNode:
+        """An entity from an id or an exact label; UnknownEntity (with suggestions) otherwise."""
+
+    @abstractmethod
+    def resolve_relation(self, ref: str) -> tuple[ox.NamedNode, Direction]:
+        """A relation id or label; a leading `~` means the relation walked backwards (incoming)."""
+
+    # --- neighbourhoods ---------------------------------------------------------------------
+    @abstractmethod
+    def neighbours(
+        self,
+        node: ox.NamedNode,
+        direction: Direction,
+        predicates: Sequence[ox.NamedNode] | None,
+        limit: int,
+    ) -> list[Neighbour]:
+        """Up to `limit` edges of `node` in one direction, only `predicates` if given."""
+
+    @abstractmethod
+    def count_neighbours(
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+    ) -> int: ...
+
+    @abstractmethod
+    def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
+        """Every visible predicate around `node` in one direction, with its number of edges."""
+
+    @abstractmethod
+    def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...
+
+    @abstractmethod
+    def exists(self, node: ox.NamedNode) -> bool:
+        """Whether `node` occurs in any triple."""
+
+    # --- names ------------------------------------------------------------------------------
+    @abstractmethod
+    def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
+        """Best label of each node in the preferred languages (predicates via their property entity)."""
+
+    @abstractmethod
+    def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]: ...
+
+    @abstractmethod
+    def find_entities(self, name: str, limit: int) -> list[EntityHit]:
+        """Entities by label: exact first, then case-insensitive, then prefix."""
+
+    # --- whole store --------------------------------------------------------------------------
+    @abstractmethod
+    def run_query(self, query: str, row_cap: int) -> Rows:
+        """A read-only SPARQL SELECT/ASK already checked by the sparql tool."""
+
+    @abstractmethod
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None:
+        """Release the store or connection."""

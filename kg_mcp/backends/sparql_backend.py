@@ -1,0 +1,290 @@
+"""The backend questions answered in SPARQL, once, for every store that speaks it.
+
+Subclasses only say how a query runs (`_solutions`, `_boolean`): a local Oxigraph store or an
+HTTP endpoint. Both hand back pyoxigraph result objects, so everything here is shared.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
+from itertools import islice
+
+import pyoxigraph as ox
+
+from kg_mcp.backends import _queries as q
+from kg_mcp.backends.base import (
+    Backend,
+    Direction,
+    EntityHit,
+    Neighbour,
+    Qualifier,
+    RelationCount,
+    Rows,
+    StoreStats,
+    Term,
+)
+from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
+from kg_mcp.ids import Vocabulary, check_text
+from kg_mcp.profiles import Profile
+from kg_mcp.settings import Settings
+
+_VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
+
+
+def _chunks(items: Sequence, size: int = _VALUES_CHUNK) -> Iterable[Sequence]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class SparqlBackend(Backend):
+    kind = "sparql"
+    # Whether a case-insensitive/prefix label scan is affordable (a full pass over labels).
+    label_scan = True
+
+    def __init__(self, profile: Profile, vocab: Vocabulary, settings: Settings):
+        self.profile = profile
+        self.vocab = vocab
+        self.settings = settings
+
+    # --- how queries run (subclasses) ------------------------------------------------------------
+    @abstractmethod
+    def _solutions(self, query: str) -> ox.QuerySolutions:
+        """Run a SELECT; errors are already translated to kg_mcp.errors."""
+
+    @abstractmethod
+    def _boolean(self, query: str) -> bool: ...
+
+    def _count(self, query: str) -> int:
+        for solution in self._solutions(query):
+            n = solution["n"]
+            return int(n.value) if n is not None else 0
+        return 0
+
+    # --- references ------------------------------------------------------------------------------
+    def resolve_entity(self, ref: str) -> ox.NamedNode:
+        ref = check_text(ref, "entity")
+        node = self.vocab.parse(ref)
+        if node is not None:
+            if self.exists(node):
+                return node
+            raise UnknownEntity(
+                f"{ref} is not in the KG.", self._suggest_hint(ref), suggestions=self._suggestions(ref)
+            )
+        nodes = self._nodes_labelled(ref, limit=6)
+        if len(nodes) == 1:
+            return nodes[0]
+        if nodes:
+            described = self._describe_nodes(nodes[:5])
+            raise InvalidInput(
+                f"{ref!r} is the label of {'several' if len(nodes) > 5 else len(nodes)} entities: {described}.",
+                "Pass the id of the one you mean.",
+            )
+        raise UnknownEntity(f"No entity has the id or label {ref!r}.", self._suggest_hint(ref), self._suggestions(ref))
+
+    def _suggestions(self, ref: str) -> list[str]:
+        local = ref.split(":", 1)[-1].replace("_", " ").strip()
+        if not local:
+            return []
+        try:
+            hits = self.find_entities(local, 5)
+        except (InvalidInput, UnknownEntity):
+            return []
+        return [f"{self.vocab.compact(h.node)} ({h.label})" if h.label else self.vocab.compact(h.node) for h in hits]
+
+    def _suggest_hint(self, ref: str) -> str:
+        suggestions = self._suggestions(ref)
+        if suggestions:
+            return f"Similar entities: {', '.join(suggestions)}. Use find_entities to look names up."
+        return "Use find_entities to look up an entity by name, then pass the id it returns."
+
+    def _describe_nodes(self, nodes: Sequence[ox.NamedNode]) -> str:
+        labels = self.labels(nodes)
+        descriptions = self.descriptions(nodes)
+        parts = []
+        for n in nodes:
+            text = self.vocab.compact(n)
+            extra = "; ".join(x for x in (labels.get(n), descriptions.get(n)) if x)
+            parts.append(f"{text} ({extra})" if extra else text)
+        return ", ".join(parts)
+
+    def resolve_relation(self, ref: str) -> tuple[ox.NamedNode, Direction]:
+        ref = check_text(ref, "relation")
+        direction = Direction.OUTGOING
+        if ref.startswith("~"):
+            direction, ref = Direction.INCOMING, check_text(ref[1:], "relation")
+        node = self.vocab.parse_relation(ref)
+        if node is not None:
+            return node, direction
+        # A relation named by its label ("place of birth"): find the property entity so labelled.
+        for entity in self._nodes_labelled(ref, limit=5):
+            predicate = ox.NamedNode(self.profile.relation_of(entity.value))
+            if predicate != entity or self._boolean(q.ask_predicate(predicate.value)):
+                return predicate, direction
+        raise UnknownRelation(
+            f"{ref!r} is not a relation id or label.",
+            "Call get_relations (or search without a filter) on the entity to list its relations, "
+            "then copy one exactly; prefix ~ to walk it backwards.",
+        )
+
+    def _nodes_labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
+        query = q.exact_label(name, self.profile.label_predicates, self.settings.languages, limit)
+        return [s["x"] for s in self._solutions(query) if isinstance(s["x"], ox.NamedNode)]
+
+    # --- neighbourhoods --------------------------------------------------------------------------
+    def neighbours(
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+    ) -> list[Neighbour]:
+        rows = [
+            Neighbour(s["p"], s["o"]) for s in self._solutions(q.neighbours(self.profile, node, direction, predicates, limit))
+        ]
+        if direction is Direction.OUTGOING and self.profile.statements and rows:
+            rows = self._with_qualifiers(node, rows)
+        return rows
+
+    def _with_qualifiers(self, node: ox.NamedNode, rows: list[Neighbour]) -> list[Neighbour]:
+        """Attach the qualifiers of the statements behind truthy rows (wdt:P69 ← p:P69/ps:P69 + pq:*)."""
+        model = self.profile.statements
+        assert model is not None
+        claims = {
+            ox.NamedNode(model.claim + r.predicate.value[len(model.direct) :])
+            for r in rows
+            if r.predicate.value.startswith(model.direct)
+        }
+        if not claims:
+            return rows
+        found: dict[tuple[str, Term], list[Qualifier]] = {}
+        for chunk in _chunks(sorted(claims, key=str)):
+            for s in self._solutions(q.qualifiers(self.profile, node, chunk)):
+                key = (s["claim"].value[len(model.claim) :], s["value"])
+                found.setdefault(key, []).append(Qualifier(s["q"], s["qv"]))
+        if not found:
+            return rows
+        return [
+            Neighbour(r.predicate, r.value, tuple(found.get((r.predicate.value[len(model.direct) :], r.value), ())))
+            for r in rows
+        ]
+
+    def count_neighbours(
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+    ) -> int:
+        return self._count(q.count_neighbours(self.profile, node, direction, predicates))
+
+    def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
+        return [
+            RelationCount(s["p"], direction, int(s["n"].value))
+            for s in self._solutions(q.relation_counts(self.profile, node, direction))
+        ]
+
+    def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool:
+        return self._boolean(q.ask_triple(subject, predicate, obj))
+
+    def exists(self, node: ox.NamedNode) -> bool:
+        return self._boolean(q.ask_exists(node))
+
+    # --- names -----------------------------------------------------------------------------------
+    def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
+        # Predicates are named by their property entity (wdt:P19 by wd:P19).
+        carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
+        by_carrier = self._best_literals(sorted(set(carrier.values()), key=str), self.profile.label_predicates)
+        return {t: by_carrier[c] for t, c in carrier.items() if c in by_carrier}
+
+    def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]:
+        return self._best_literals(list(dict.fromkeys(nodes)), self.profile.description_predicates)
+
+    def _best_literals(self, nodes: Sequence[ox.NamedNode], predicates: Sequence[str]) -> dict:
+        """For each node, the literal of the first predicate in the first preferred language."""
+        languages = self.settings.languages
+        lang_rank = {lang: i for i, lang in enumerate(languages)}
+        pred_rank = {p: i for i, p in enumerate(predicates)}
+        best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
+        for chunk in _chunks(nodes):
+            for s in self._solutions(q.labels(chunk, predicates, languages)):
+                literal = s["l"]
+                if not isinstance(literal, ox.Literal):
+                    continue
+                rank = (lang_rank.get(literal.language or "", len(languages)), pred_rank.get(s["lp"].value, 99))
+                if s["x"] not in best or rank < best[s["x"]][0]:
+                    best[s["x"]] = (rank, literal.value)
+        missing = [n for n in nodes if n not in best]
+        for chunk in _chunks(missing):  # no label in a preferred language: take any language
+            for s in self._solutions(q.any_label(chunk, predicates)):
+                if isinstance(s["label"], ox.Literal):
+                    best[s["x"]] = ((99, 99), s["label"].value)
+        return {node: text for node, (_, text) in best.items()}
+
+    def find_entities(self, name: str, limit: int) -> list[EntityHit]:
+        name = check_text(name, "name")
+        found: dict[ox.NamedNode, str] = {}
+        try:
+            node = self.vocab.parse(name)
+        except InvalidInput:
+            node = None
+        if node is not None and self.exists(node):
+            found[node] = "id"
+        for n in self._nodes_labelled(name, limit * 2):
+            found.setdefault(n, "exact")
+        if len(found) < limit:
+            for n, match in self._fuzzy_matches(name, limit * 4):
+                found.setdefault(n, match)
+        nodes = list(found)
+        labels = self.labels(nodes)
+        descriptions = self.descriptions(nodes)
+        hits = [
+            EntityHit(n, labels.get(n), descriptions.get(n), self._degree(n), found[n])
+            for n in nodes
+            if not self.profile.is_hidden(n.value)
+        ]
+        order = {"id": 0, "exact": 1, "case-insensitive": 2, "prefix": 3, "search": 4}
+        hits.sort(key=lambda h: (order[h.match], -h.degree, len(h.label or "")))
+        return hits[:limit]
+
+    def _fuzzy_matches(self, name: str, limit: int) -> Iterable[tuple[ox.NamedNode, str]]:
+        """Case-insensitive and prefix label matches (a label scan, where the store allows one)."""
+        if not self.label_scan:
+            return []
+        lowered = name.lower()
+        matches: dict[ox.NamedNode, str] = {}
+        query = q.label_prefix_scan(name, self.profile.label_predicates, limit)
+        for s in self._solutions(query):
+            if isinstance(s["x"], ox.NamedNode):
+                match = "case-insensitive" if s["l"].value.lower() == lowered else "prefix"
+                if matches.get(s["x"]) != "case-insensitive":
+                    matches[s["x"]] = match
+        return matches.items()
+
+    def _degree(self, node: ox.NamedNode) -> int:
+        return self._count(q.degree(self.profile, node, self.settings.degree_cap))
+
+    # --- whole store ---------------------------------------------------------------------------
+    def run_query(self, query: str, row_cap: int) -> Rows:
+        result = self._run_any(query)
+        if isinstance(result, bool):
+            return Rows([], [], None, boolean=result)
+        if isinstance(result, ox.QueryTriples):
+            variables = ["subject", "predicate", "object"]
+            rows_iter: Iterable[list] = ([t.subject, t.predicate, t.object] for t in result)
+        else:
+            variables = [v.value for v in result.variables]
+            rows_iter = ([solution[v] for v in variables] for solution in result)
+        # Count past the cap (up to a bound) so the model learns how much it did not see.
+        counted_cap = max(row_cap * 100, 10_000)
+        rows = list(islice(rows_iter, row_cap))
+        extra = sum(1 for _ in islice(rows_iter, counted_cap - row_cap))
+        total = len(rows) + extra if len(rows) + extra < counted_cap else None
+        return Rows(variables, rows, total)
+
+    @abstractmethod
+    def _run_any(self, query: str) -> ox.QuerySolutions | ox.QueryTriples | bool:
+        """Run a user query of any form (SELECT, ASK, CONSTRUCT, DESCRIBE)."""
+
+    def stats(self) -> StoreStats:
+        top = [(s["p"], int(s["n"].value)) for s in self._solutions(q.top_relations(15))]
+        return StoreStats(
+            kind=self.kind,
+            profile=self.profile.name,
+            triples=self._count(q.count_triples()),
+            entities=self._count(q.count_entities()),
+            relations=self._count(q.count_distinct("p")),
+            top_relations=top,
+        )

@@ -1,0 +1,126 @@
+"""Compact ids: IRIs shown as `wd:Q42`, `m.0v1xv` or `directed_by`, and read back from what a model types.
+
+Everything a model sends passes through `Vocabulary.parse` before it can reach a query. The
+result is a pyoxigraph term, and queries are written with the term's own N-Triples
+serialisation, so user text is never pasted into SPARQL.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyoxigraph as ox
+
+from kg_mcp.errors import InvalidInput
+from kg_mcp.profiles import Profile
+
+MAX_REF_LENGTH = 2048
+# A local part we can show after a prefix and read back unambiguously (percent escapes allowed).
+_SAFE_LOCAL = re.compile(r"[\w\-.%]*[\w\-%]|[\w%]", re.UNICODE)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ABSOLUTE_SCHEMES = ("http", "https", "urn", "ftp", "mailto", "file", "tag", "did")
+
+
+class Vocabulary:
+    """Prefixes of one KG: compacts IRIs for output and expands ids from input.
+
+    >>> from kg_mcp.profiles import WIKIDATA
+    >>> v = Vocabulary(WIKIDATA)
+    >>> v.compact(ox.NamedNode("http://www.wikidata.org/entity/Q42"))
+    'wd:Q42'
+    >>> v.parse("Q42").value
+    'http://www.wikidata.org/entity/Q42'
+    >>> v.parse("Douglas Adams") is None  # not an id: the caller looks it up by label
+    True
+    """
+
+    def __init__(self, profile: Profile, prefixes: dict[str, str] | None = None, bare: list[str] | None = None):
+        self.profile = profile
+        self.prefixes = {**profile.prefixes, **(prefixes or {})}
+        self.bare_namespaces = [ns for ns in [*(bare or []), profile.bare_namespace] if ns]
+        # Longest namespace first, so wdt: wins over p: for .../prop/direct/P19.
+        self._by_length = sorted(((ns, pfx) for pfx, ns in self.prefixes.items()), key=lambda x: -len(x[0]))
+
+    def compact(self, term: ox.NamedNode | ox.BlankNode | ox.Literal) -> str:
+        """The shortest id that `parse` reads back as the same term; literals become their text."""
+        if isinstance(term, ox.Literal):
+            return term.value
+        if isinstance(term, ox.BlankNode):
+            return f"_:{term.value}"
+        iri = term.value
+        for ns in self.bare_namespaces:
+            if iri.startswith(ns) and _SAFE_LOCAL.fullmatch(iri[len(ns) :]) and ":" not in iri[len(ns) :]:
+                return iri[len(ns) :]
+        for ns, prefix in self._by_length:
+            if iri.startswith(ns) and _SAFE_LOCAL.fullmatch(iri[len(ns) :]):
+                return f"{prefix}:{iri[len(ns):]}"
+        return f"<{iri}>"
+
+    def parse(self, ref: str) -> ox.NamedNode | None:
+        """The IRI an id stands for, or None when `ref` is not id-shaped (then it may be a label).
+
+        Raises InvalidInput for text that can never be a valid reference.
+        """
+        ref = check_text(ref, "id")
+        if ref.startswith("<"):
+            if not ref.endswith(">"):
+                raise InvalidInput(f"{ref[:80]!r} opens '<' but does not close it.", "Write a full IRI as <http://...>.")
+            return _named_node(ref[1:-1])
+        if ref.startswith("_:"):
+            raise InvalidInput(
+                f"{ref!r} is a blank node; blank nodes have no stable id to look up.",
+                "Reach it through the entity that links to it.",
+            )
+        if " " in ref:
+            return None
+        scheme = _SCHEME.match(ref)
+        if scheme:
+            prefix, local = ref.split(":", 1)
+            if prefix in self.prefixes:
+                if not _SAFE_LOCAL.fullmatch(local):
+                    raise InvalidInput(f"{ref!r} is not a valid {prefix}: id.", "Copy ids exactly as the tools show them.")
+                return _named_node(self.prefixes[prefix] + local)
+            if prefix.lower() in _ABSOLUTE_SCHEMES:
+                return _named_node(ref)
+            return None  # "Star Wars: Episode IV" — a name with a colon
+        bare = self.profile.bare_id(ref)
+        if bare:
+            return _named_node(bare)
+        return None
+
+    def parse_relation(self, ref: str) -> ox.NamedNode | None:
+        """Like `parse`, but a bare word may also be a relation of the store's bare namespace."""
+        node = self.parse(ref)
+        if node is not None:
+            return ox.NamedNode(self.profile.relation_of(node.value))
+        if " " in ref:
+            return None
+        if _SAFE_LOCAL.fullmatch(ref):
+            for ns in self.bare_namespaces:
+                return _named_node(ns + ref)
+        return None
+
+
+def check_text(text: str, what: str) -> str:
+    """Strip `text` and refuse what can never be a name or id: empty, too long, control characters."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"The {what} must be a string.")
+    text = text.strip()
+    if not text:
+        raise InvalidInput(f"The {what} is empty.", f"Pass a non-empty {what}.")
+    if len(text) > MAX_REF_LENGTH:
+        raise InvalidInput(f"The {what} is {len(text)} characters long; at most {MAX_REF_LENGTH} are allowed.")
+    if _CONTROL.search(text):
+        raise InvalidInput(
+            f"The {what} {text[:60]!r} contains control characters (newline, tab, NUL...).",
+            "Send the id or name on one line, exactly as shown by the tools.",
+        )
+    return text
+
+
+def _named_node(iri: str) -> ox.NamedNode:
+    try:
+        return ox.NamedNode(iri)
+    except ValueError as e:
+        raise InvalidInput(f"{iri[:120]!r} is not a valid IRI ({e}).", "Copy ids exactly as the tools show them.") from None

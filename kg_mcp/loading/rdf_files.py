@@ -1,0 +1,83 @@
+"""RDF sources parsed by pyoxigraph: line-based ones in batches (so --skip-bad can drop single
+lines), whole documents (Turtle, TriG, RDF/XML) in one streaming parse."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pyoxigraph as ox
+
+from kg_mcp.loading.errors import BadLines, LoadError
+
+_BATCH_BYTES = 1 << 20
+_POSITION = re.compile(r"^Parser error (?:at|between) [^:]*: ")
+
+
+def _reason(error: SyntaxError) -> str:
+    message = _POSITION.sub("", str(error.msg or error))
+    return f"{message} (column {error.offset})" if error.offset else message
+
+
+def read_rdf_lines(
+    stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None, bad: BadLines
+) -> Iterator[ox.Quad]:
+    """Quads of an N-Triples / N-Quads stream; each bad line is raised or skipped via ``bad``."""
+    first = 1
+    while lines := stream.readlines(_BATCH_BYTES):
+        yield from _parse_batch(lines, first, path, fmt, base_iri, bad)
+        first += len(lines)
+
+
+def _parse(data: bytes, fmt, base_iri) -> list[ox.Quad] | SyntaxError:
+    try:
+        return list(ox.parse(input=data, format=fmt, base_iri=base_iri))
+    except SyntaxError as e:
+        return e
+
+
+def _parse_batch(lines, first, path, fmt, base_iri, bad) -> Iterator[ox.Quad]:
+    pending = [(0, len(lines))]  # line ranges still to parse, last = next in file order
+    while pending:
+        lo, hi = pending.pop()
+        if lo >= hi:
+            continue
+        result = _parse(b"".join(lines[lo:hi]), fmt, base_iri)
+        if not isinstance(result, SyntaxError):
+            yield from result
+            continue
+        # Every statement sits on one line, so a line is bad iff it fails alone. The error's line
+        # is where the parser noticed; a missing dot is noticed one line late, so look back from it.
+        hint = lo + result.lineno - 1 if result.lineno else hi - 1
+        hint = min(max(hint, lo), hi - 1)
+        culprit = error = None
+        for i in [*range(hint, lo - 1, -1), *range(hint + 1, hi)]:
+            alone = _parse(lines[i], fmt, base_iri)
+            if isinstance(alone, SyntaxError):
+                culprit, error = i, alone
+                break
+        if culprit is None:  # no single line fails: blame the parser's line rather than loop
+            culprit, error = hint, result
+        bad.handle(LoadError(path, first + culprit, _reason(error)))
+        pending.extend([(culprit + 1, hi), (lo, culprit)])
+
+
+def read_rdf_document(
+    stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None, skip_bad: bool, prefixes: dict
+) -> Iterator[ox.Quad]:
+    """Quads of a Turtle / TriG / RDF/XML stream; its @prefix declarations are added to ``prefixes``."""
+    parser = ox.parse(input=stream, format=fmt, base_iri=base_iri)
+    try:
+        yield from parser
+    except SyntaxError as e:
+        hint = (
+            "; --skip-bad applies only to line-based formats (nt, nq, text, wikidata-json)"
+            if skip_bad
+            else ""
+        )
+        raise LoadError(path, e.lineno, _reason(e) + hint) from None
+    for prefix, iri in parser.prefixes.items():
+        if prefix:  # the empty prefix means something different in every file
+            prefixes.setdefault(prefix, iri)

@@ -1,0 +1,50 @@
+"""What a load did, for the CLI to print (on stderr) and for tests to check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SourceReport:
+    """One source: its format, the triples it added (labels of minted names included)."""
+
+    path: str
+    format: str
+    triples: int
+    bad_lines: int
+    seconds: float
+
+
+@dataclass
+class LoadReport:
+    """A whole load: per-source counts, skipped lines, timing and the store's size afterwards."""
+
+    store_dir: str
+    sources: list[SourceReport]
+    bad_lines: int
+    bad_line_examples: list[str] = field(default_factory=list)  # "file:line: reason"
+    seconds: float = 0.0
+    store_triples: int = 0  # quads in the store after the load, kg-mcp's own metadata excluded
+
+    @property
+    def triples(self) -> int:
+        """Triples read from all sources (duplicates of stored ones included)."""
+        return sum(s.triples for s in self.sources)
+
+    @property
+    def triples_per_second(self) -> float:
+        """Load throughput over the whole load, copy and swap included."""
+        return self.triples / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """A few human-readable lines."""
+        lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s)" for s in self.sources]
+        if self.bad_lines:
+            lines.append(f"skipped {self.bad_lines:,} bad lines, e.g.:")
+            lines += [f"  {example}" for example in self.bad_line_examples]
+        lines.append(
+            f"{self.triples:,} triples in {self.seconds:.1f}s ({self.triples_per_second:,.0f} triples/s); "
+            f"{self.store_dir} now holds {self.store_triples:,}"
+        )
+        return "\n".join(lines)

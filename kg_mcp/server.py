@@ -1,0 +1,140 @@
+"""The MCP server: the KG tools over one backend, with instructions, resources and prompts.
+
+`build_server` makes the server object (used in-process by tests and agents); `serve` runs it
+over stdio, streamable HTTP or SSE. Logs go to stderr: stdout belongs to the stdio protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Literal
+
+from mcp.server import MCPServer
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.server.transport_security import TransportSecuritySettings
+
+from kg_mcp import __version__
+from kg_mcp.auth import StaticTokenVerifier
+from kg_mcp.backends import Backend
+from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
+from kg_mcp.settings import Settings
+from kg_mcp.tools import register_tools
+
+log = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "http", "sse"]
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_server(
+    backend: Backend,
+    settings: Settings | None = None,
+    *,
+    auth_token: str | None = None,
+    public_url: str = "http://127.0.0.1:8000",
+) -> MCPServer:
+    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given)."""
+    settings = settings or Settings()
+    auth = {}
+    if auth_token:
+        auth = {
+            "token_verifier": StaticTokenVerifier(auth_token),
+            "auth": AuthSettings(issuer_url=public_url, resource_server_url=None, validate_token_resource=False),
+        }
+    server = MCPServer(
+        "kg-mcp",
+        title="Knowledge-graph tools",
+        version=__version__,
+        instructions=read_prompt("server_instructions.md").template,
+        log_level="INFO",
+        **auth,
+    )
+    register_tools(server, backend, settings)
+    _add_resources(server, backend)
+    for prompt in mcp_prompts():
+        server.add_prompt(_as_mcp_prompt(prompt))
+    return server
+
+
+def _add_resources(server: MCPServer, backend: Backend) -> None:
+    @server.resource("kg://schema", name="schema", description="Prefixes and the most used relations of the KG.", mime_type="application/json")
+    def schema() -> str:
+        stats = backend.stats()
+        return json.dumps(
+            {
+                "profile": backend.profile.name,
+                "prefixes": backend.vocab.prefixes,
+                "bare_namespaces": backend.vocab.bare_namespaces,
+                "top_relations": [
+                    {"relation": backend.vocab.compact(p), "label": backend.labels([p]).get(p), "triples": n}
+                    for p, n in stats.top_relations
+                ],
+            },
+            indent=1,
+        )
+
+    @server.resource("kg://stats", name="stats", description="Size of the KG: triples, entities, relations.", mime_type="application/json")
+    def stats() -> str:
+        s = backend.stats()
+        return json.dumps(
+            {"kind": s.kind, "profile": s.profile, "triples": s.triples, "entities": s.entities, "relations": s.relations, **s.details},
+            indent=1,
+        )
+
+
+def _as_mcp_prompt(prompt: PromptFile) -> Prompt:
+    arguments = prompt.arguments
+
+    def render(**values: str) -> str:
+        return prompt.render(**values)
+
+    # The SDK reads a prompt's arguments from its function signature: give it one per field.
+    render.__signature__ = _signature(arguments)  # type: ignore[attr-defined]
+    render.__annotations__ = {name: str for name in arguments} | {"return": str}
+    return Prompt.from_function(render, name=prompt.name, description=prompt.description)
+
+
+def _signature(names: list[str]):
+    import inspect
+
+    return inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=str) for n in names], return_annotation=str
+    )
+
+
+def serve(
+    server: MCPServer,
+    transport: Transport = "stdio",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    allowed_hosts: list[str] | None = None,
+    allowed_origins: list[str] | None = None,
+) -> None:
+    """Run until interrupted. HTTP binds to loopback unless told otherwise; Host/Origin are allow-listed."""
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    security = _transport_security(host, port, allowed_hosts, allowed_origins)
+    log.info("kg-mcp %s on http://%s:%d%s", transport, host, port, "/mcp" if transport == "http" else "/sse")
+    if transport == "http":
+        server.run("streamable-http", host=host, port=port, transport_security=security)
+    else:
+        server.run("sse", host=host, port=port, transport_security=security)
+
+
+def _transport_security(
+    host: str, port: int, allowed_hosts: list[str] | None, allowed_origins: list[str] | None
+) -> TransportSecuritySettings:
+    """DNS-rebinding protection: only these Host and Origin headers are served."""
+    hosts = list(allowed_hosts or [])
+    origins = list(allowed_origins or [])
+    if host in LOOPBACK or host in ("0.0.0.0", "::"):
+        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    else:
+        hosts.append(f"{host}:{port}")
+        origins += [f"http://{host}:{port}", f"https://{host}:{port}"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)

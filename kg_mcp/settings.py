@@ -1,0 +1,28 @@
+"""Settings shared by the server, the tools and the backends, from flags or KG_MCP_* variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Defaults follow Search-on-Graph (k = 50, p = 1000); every one can be set as KG_MCP_<NAME>."""
+
+    model_config = SettingsConfigDict(env_prefix="KG_MCP_", extra="ignore")
+
+    search_k: int = Field(50, ge=1, le=10_000, description="above this many rows, search shows properties only")
+    search_p: int = Field(1000, ge=1, le=100_000, description="rows shown for a filtered search")
+    explore_limit: int = Field(100, ge=1, le=100_000, description="triples shown per relation by explore_kg")
+    languages: list[str] = Field(["en", "mul"], description="label languages in order of preference")
+    max_cell_chars: int = Field(200, ge=20, description="longer values are cut in the markdown output")
+    max_output_chars: int = Field(60_000, ge=1000, description="hard cap on one tool's markdown output")
+    degree_cap: int = Field(10_000, ge=1, description="degrees are counted up to this and shown as N+")
+    sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
+    sparql_row_cap: int = Field(200, ge=1, le=100_000)
+    timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint")
+    retries: int = Field(3, ge=0, le=10, description="on 429/5xx and dropped connections")
+    contact: str = Field(
+        "https://github.com/kg-mcp/kg-mcp",
+        description="contact put in the User-Agent, as Wikimedia's policy asks (an URL or e-mail)",
+    )

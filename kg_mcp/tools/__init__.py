@@ -1,0 +1,117 @@
+"""The KG tools, registered with an MCP server in one place.
+
+Each tool is a plain function of (backend, settings, arguments) in its own module, tested
+directly against real stores. Here they get their MCP signatures (type hints become the input
+schema, validated before they run), read-only annotations, and the translation of KG errors into
+tool errors that tell the model how to fix the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from kg_mcp.backends import Backend
+from kg_mcp.errors import KGError
+from kg_mcp.settings import Settings
+from kg_mcp.tools._render import ToolOutput
+from kg_mcp.tools.find_entities import FindResult, find_entities
+from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
+from kg_mcp.tools.search import SearchResult, search
+from kg_mcp.tools.sparql import SparqlResult, sparql
+from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
+
+__all__ = ["register_tools", "search", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
+
+Entity = Annotated[
+    str,
+    Field(description="Entity id as the tools show it (e.g. wd:Q42, kg:Steven_Spielberg, m.0v1xv) or its exact label."),
+]
+
+
+def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> None:
+    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool)."""
+    annotations = ToolAnnotations(
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=backend.kind == "remote",
+    )
+
+    def run(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
+        try:
+            out = tool(backend, settings, *args)
+        except KGError as error:
+            raise ToolError(str(error)) from None
+        return CallToolResult(
+            content=[TextContent(type="text", text=out.text)],
+            structured_content=out.data.model_dump(mode="json"),
+        )
+
+    @server.tool(name="search", annotations=annotations)
+    def search_tool(
+        entity: Entity,
+        direction: Annotated[
+            Literal["outgoing", "incoming"],
+            Field(description="outgoing: the entity is the subject; incoming: the entity is the object."),
+        ] = "outgoing",
+        properties_to_filter_for: Annotated[
+            list[str] | None,
+            Field(description="Only these properties (ids or labels as listed by an earlier search)."),
+        ] = None,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        """One-hop neighbours of an entity in one direction, as property | propertyLabel | value | valueLabel rows.
+
+        When there are more rows than fit and no filter is given, only the properties (with row
+        counts) are listed: call again with properties_to_filter_for. Literal values (dates,
+        numbers, strings) have an empty label.
+        """
+        return run(search, entity, direction, properties_to_filter_for)
+
+    @server.tool(name="get_relations", annotations=annotations)
+    def get_relations_tool(entity: Entity) -> Annotated[CallToolResult, RelationsResult]:
+        """Every relation around an entity with its number of triples: outgoing as rel, incoming as ~rel."""
+        return run(get_relations, entity)
+
+    @server.tool(name="explore_kg", annotations=annotations)
+    def explore_kg_tool(
+        entity: Entity,
+        relations: Annotated[
+            list[str],
+            Field(description="Relations from get_relations; ~rel walks backwards (entities whose rel points here)."),
+        ],
+    ) -> Annotated[CallToolResult, ExploreResult]:
+        """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut."""
+        return run(explore_kg, entity, relations)
+
+    @server.tool(name="verify", annotations=annotations)
+    def verify_tool(
+        claims: Annotated[
+            list[TripleClaim | PathClaim],
+            Field(description="Triples {subject, relation, object} or paths {path: [triples...]}."),
+        ],
+    ) -> Annotated[CallToolResult, VerifyResult]:
+        """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
+        return run(verify, claims)
+
+    @server.tool(name="find_entities", annotations=annotations)
+    def find_entities_tool(
+        name: Annotated[str, Field(description="A name to look up, e.g. 'Catch Me If You Can'.")],
+        limit: Annotated[int, Field(ge=1, le=50, description="Most entities to return.")] = 10,
+    ) -> Annotated[CallToolResult, FindResult]:
+        """Entities by name (exact label, then case-insensitive, then prefix): id, label, description and degree."""
+        return run(find_entities, name, limit)
+
+    if settings.sparql_tool:
+
+        @server.tool(name="sparql", annotations=annotations)
+        def sparql_tool(
+            query: Annotated[str, Field(description="A SPARQL SELECT or ASK query.")],
+        ) -> Annotated[CallToolResult, SparqlResult]:
+            """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
+            return run(sparql, query)

@@ -1,0 +1,129 @@
+"""Markdown for the model and JSON rows for the app, from backend terms.
+
+Every tool returns a `ToolOutput`: compact markdown (what the model reads) and the same rows as
+a pydantic model (structured content). Cells are escaped and cut; the whole text is capped and
+the cut is said, with the total, so the model never mistakes a partial answer for a whole one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyoxigraph as ox
+from pydantic import BaseModel
+
+from kg_mcp.backends import Backend
+from kg_mcp.backends.base import Term
+from kg_mcp.settings import Settings
+
+_MIDNIGHT = re.compile(r"^(-?\d{1,}-\d\d-\d\d)T00:00:00Z$")
+_XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
+
+
+@dataclass
+class ToolOutput:
+    text: str
+    data: BaseModel
+
+
+class TermOut(BaseModel):
+    """A node or literal as the app sees it: the compact id (or literal text) and its label."""
+
+    id: str
+    label: str | None = None
+    kind: str = "iri"  # iri, literal or blank
+    datatype: str | None = None
+    language: str | None = None
+
+
+class Namer:
+    """Labels for many terms fetched in one backend call, then rendered consistently."""
+
+    def __init__(self, backend: Backend, settings: Settings, terms: Iterable[Term] = ()):
+        self.backend = backend
+        self.settings = settings
+        self._labels: dict[Term, str] = {}
+        self.add(terms)
+
+    def add(self, terms: Iterable[Term]) -> None:
+        todo = [t for t in dict.fromkeys(terms) if isinstance(t, ox.NamedNode) and t not in self._labels]
+        if todo:
+            self._labels.update(self.backend.labels(todo))
+
+    def label(self, term: Term) -> str | None:
+        return self._labels.get(term)
+
+    def id(self, term: Term) -> str:
+        return self.backend.vocab.compact(term)
+
+    def out(self, term: Term) -> TermOut:
+        if isinstance(term, ox.Literal):
+            return TermOut(
+                id=term.value,
+                kind="literal",
+                datatype=self.id(term.datatype) if not term.language else None,
+                language=term.language,
+            )
+        if isinstance(term, ox.BlankNode):
+            return TermOut(id=self.id(term), kind="blank")
+        return TermOut(id=self.id(term), label=self.label(term))
+
+    def value_text(self, term: Term) -> str:
+        """What the markdown shows for a value: ids as ids, literals as their text (dates shortened)."""
+        if isinstance(term, ox.Literal):
+            if term.datatype.value == _XSD_DATETIME:
+                match = _MIDNIGHT.match(term.value)
+                if match:
+                    return match.group(1)
+            return term.value
+        return self.id(term)
+
+    def predicate_label(self, predicate: ox.NamedNode) -> str:
+        """A predicate's label, or its local name when the KG gives none."""
+        label = self.label(predicate)
+        if label:
+            return label
+        compact = self.id(predicate)
+        return re.split(r"[:/#]", compact.strip("<>"))[-1]
+
+    def heading(self, node: ox.NamedNode) -> str:
+        label = self.label(node)
+        return f"{self.id(node)} ({label})" if label else self.id(node)
+
+
+def cell(text: str | None, settings: Settings) -> str:
+    """One table cell: no pipes or newlines to break the table, at most max_cell_chars."""
+    if not text:
+        return ""
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    limit = settings.max_cell_chars
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str | None]], settings: Settings) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c, settings) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def capped(text: str, settings: Settings, how_to_narrow: str) -> str:
+    """The whole output held to max_output_chars, cut at a line, and the cut said."""
+    limit = settings.max_output_chars
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit - 300)
+    kept = text[: cut if cut > 0 else limit - 300]
+    shown_lines = kept.count("\n") + 1
+    total_lines = text.count("\n") + 1
+    return (
+        f"{kept}\n\n[Output cut at {limit} characters: {shown_lines} of {total_lines} lines shown. "
+        f"{how_to_narrow}]"
+    )
+
+
+def plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
