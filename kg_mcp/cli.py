@@ -157,8 +157,9 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
     if server_cmd and url:
         raise ConfigError("Give --server-cmd or --url, not both.")
     token = read_token(env_var=auth_token_env)
+    refused: list[int] = []  # HTTP 401/403 answers seen by `call --url`
     if server_cmd or url:
-        target = _remote_target(server_cmd, url, token)
+        target = _remote_target(server_cmd, url, token, refused)
     else:
         from kg_mcp.server import build_server
 
@@ -169,6 +170,10 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
     except Exception as e:  # a server that cannot be started or reached, or refuses us (401...)
         if not (server_cmd or url):
             raise
+        if refused:  # the SDK reports HTTP errors only as "Server returned an error response"
+            raise click.ClickException(
+                f"the MCP server refused the request (HTTP {refused[-1]}): check the token given with --auth-token-env"
+            ) from None
         cause = _root_cause(e)
         raise click.ClickException(f"cannot talk to the MCP server: {type(cause).__name__}: {cause}") from None
     if as_json:
@@ -179,7 +184,7 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
         sys.exit(1)
 
 
-def _remote_target(server_cmd: str | None, url: str | None, token: str | None):
+def _remote_target(server_cmd: str | None, url: str | None, token: str | None, refused: list[int]):
     import os
 
     from mcp import StdioServerParameters
@@ -191,7 +196,13 @@ def _remote_target(server_cmd: str | None, url: str | None, token: str | None):
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
+
+    async def note_refusal(response) -> None:
+        if response.status_code in (401, 403):
+            refused.append(response.status_code)
+
+    client = httpx2.AsyncClient(headers=headers, timeout=60, event_hooks={"response": [note_refusal]})
+    return streamable_http_client(url, http_client=client)
 
 
 def _root_cause(error: BaseException) -> BaseException:

@@ -54,7 +54,7 @@ class RemoteBackend(SparqlBackend):
             if remaining <= 0:
                 break
             try:
-                return self._request(query, remaining)
+                return self._request(query, remaining, deadline)
             except _BadQuery as e:
                 raise InvalidInput(f"The endpoint rejected the query: {e}", "Fix the query and try again.") from None
             except urllib.error.HTTPError as e:
@@ -69,10 +69,21 @@ class RemoteBackend(SparqlBackend):
             except sw_errors.Unauthorized:
                 raise EndpointError(f"The endpoint {self.url} answered 401: it needs credentials.") from None
             except (TimeoutError, socket.timeout):
-                last_problem, wait = f"no answer within {self.settings.timeout_s:g} s", None
+                last_problem, wait = f"timed out (no complete answer within {self.settings.timeout_s:g} s)", None
             except (urllib.error.URLError, ConnectionError, HTTPException, OSError) as e:
                 reason = getattr(e, "reason", e)
-                last_problem, wait = f"connection failed ({reason})", None
+                if isinstance(reason, (TimeoutError, socket.timeout)):  # a connect timeout, wrapped by urllib
+                    last_problem = f"timed out (no connection within {self.settings.timeout_s:g} s)"
+                else:
+                    last_problem = f"it is unreachable (connection failed: {reason})"
+                wait = None
+            if wait is not None and time.monotonic() + wait >= deadline:
+                # Waiting as asked would pass the deadline: say so now rather than sleep first.
+                raise EndpointError(
+                    f"The endpoint {self.url} answered {last_problem} and asked to wait {wait:.0f} s "
+                    f"before trying again, longer than this call's {self.settings.timeout_s:g} s limit allows.",
+                    "The KG service is rate-limiting or busy; wait before calling again.",
+                )
             delay = backoff if wait is None else wait
             backoff *= 2
             if attempt == self.settings.retries or time.monotonic() + delay >= deadline:
@@ -84,7 +95,7 @@ class RemoteBackend(SparqlBackend):
             "The KG service is slow or unavailable; try again later or with a narrower call.",
         )
 
-    def _request(self, query: str, timeout: float) -> bytes:
+    def _request(self, query: str, timeout: float, deadline: float) -> bytes:
         wrapper = SPARQLWrapper(self.url, agent=self.user_agent)
         wrapper.setMethod(POST)
         wrapper.setReturnFormat(JSON)
@@ -94,8 +105,15 @@ class RemoteBackend(SparqlBackend):
             response = wrapper.query().response
         except sw_errors.QueryBadFormed as e:
             raise _BadQuery(_short(e)) from None
+        # The socket timeout bounds each read, not the whole body: a server that keeps sending a
+        # little at a time would hold the call for ever. Read in pieces and keep to the deadline.
+        chunks = []
         with response:
-            return response.read()
+            while chunk := response.read1(1 << 16):
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the answer did not arrive in time")
+        return b"".join(chunks)
 
     def _solutions(self, query: str) -> ox.QuerySolutions:
         return self._parse(self._fetch(query))
@@ -109,7 +127,14 @@ class RemoteBackend(SparqlBackend):
 
     def _parse(self, body: bytes):
         try:
-            return ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
+            result = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
+            if isinstance(result, ox.QuerySolutions):
+                # The parser is lazy: a body cut off after its head fails only while rows are read,
+                # far from here. Read it through once now, then hand out a fresh parse.
+                for _ in result:
+                    pass
+                result = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
+            return result
         except SyntaxError as e:
             raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({e}).") from None
 

@@ -7,6 +7,8 @@ searching the text. Results are capped at a row count and the total is told.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel
 
 from kg_mcp.backends import Backend
@@ -15,6 +17,7 @@ from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
 MAX_QUERY_CHARS = 20_000
+_PROLOGUE_DECL = re.compile(r"\b(?:PREFIX\s+[^\s:]*:|BASE)\s*<[^<>\s]*>", re.IGNORECASE)
 # Services that run inside the endpoint itself and fetch nothing (Wikidata's label service).
 INTERNAL_SERVICES = {"wikidata": {"http://wikiba.se/ontology#label"}}
 
@@ -32,6 +35,9 @@ def check_read_only(query: str, profile_name: str) -> str:
     from pyparsing import ParseException
     from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
 
+    # rdflib misreads a one-line query whose PREFIX IRI holds '#' (wikibase:); a line break after
+    # each declaration avoids that. A wrong split could only make the parse fail, never pass.
+    query = _PROLOGUE_DECL.sub(lambda m: m.group(0) + "\n", query)
     try:
         parsed = parseQuery(query)
     except ParseException as error:
@@ -49,7 +55,7 @@ def check_read_only(query: str, profile_name: str) -> str:
             f"{body.name.removesuffix('Query').upper()} queries are not supported.",
             "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }.",
         )
-    if body.get("datasetClause"):
+    if "datasetClause" in body:  # CompValue.get returns the key itself when absent
         raise QueryRefused("FROM / FROM NAMED clauses are not allowed.", "Query the default graph without FROM.")
     prefixes = {d["prefix"] or "": str(d["iri"]) for d in _walk(prologue) if d.name == "PrefixDecl"}
     allowed = INTERNAL_SERVICES.get(profile_name, set())

@@ -1,0 +1,24 @@
+# Two commands set everything up on a fresh machine (Python >= 3.11):
+#   make serve   install, then serve the demo KG over streamable HTTP on http://127.0.0.1:8000/mcp
+#   make test    install with the test extras, then run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test install install-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+
+serve: install
+	$(BIN)/kg-mcp serve --transport http $(ARGS)
+
+test: install-test
+	$(BIN)/python -m pytest -q $(ARGS)

@@ -1,0 +1,85 @@
+"""The optional sparql tool: read-only by parsing, capped rows with the total told."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from kg_mcp.backends import open_store
+from kg_mcp.errors import InvalidInput, QueryRefused
+from kg_mcp.server import build_server
+from kg_mcp.settings import Settings
+from kg_mcp.tools.sparql import check_read_only, sparql
+
+REFUSED = [
+    "INSERT DATA { <http://a> <http://b> <http://c> }",
+    "DELETE WHERE { ?s ?p ?o }",
+    "LOAD <http://example.org/data.ttl>",
+    "CLEAR ALL",
+    "DROP GRAPH <urn:kg-mcp:meta>",
+    "CREATE GRAPH <http://g>",
+    "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }",
+    "PREFIX e: <http://evil.example/> SELECT * WHERE { SERVICE e:sparql { ?s ?p ?o } }",
+    "SELECT * WHERE { SERVICE ?endpoint { ?s ?p ?o } }",
+    "SELECT * WHERE { ?s ?p ?o OPTIONAL { SERVICE SILENT <http://x/> { ?s ?q ?v } } }",
+    "SELECT * FROM <http://example.org/remote.ttl> WHERE { ?s ?p ?o }",
+    "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    "DESCRIBE <http://a>",
+]
+
+
+def _tree_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(path).as_posix().encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("query", REFUSED)
+def test_updates_services_and_non_select_forms_are_refused(query):
+    with pytest.raises(QueryRefused):
+        check_read_only(query, "generic")
+
+
+def test_wikidata_label_service_is_allowed_only_on_wikidata():
+    query = (
+        "PREFIX wikibase: <http://wikiba.se/ontology#> PREFIX bd: <http://www.bigdata.com/rdf#> "
+        'SELECT ?x ?xLabel WHERE { ?x ?p ?o . SERVICE wikibase:label { bd:serviceParam wikibase:language "en". } }'
+    )
+    assert check_read_only(query, "wikidata") == "SelectQuery"
+    with pytest.raises(QueryRefused):
+        check_read_only(query, "generic")
+
+
+def test_syntax_errors_are_input_errors():
+    with pytest.raises(InvalidInput, match="does not parse"):
+        check_read_only("SELEKT ?x WHERE { ?x ?y }", "generic")
+
+
+def test_rows_capped_with_total(metaqa):
+    query = "SELECT ?m WHERE { ?m <http://kg-mcp.local/relation/directed_by> <http://kg-mcp.local/entity/Steven_Spielberg> }"
+    out = sparql(metaqa, Settings(sparql_row_cap=5), query)
+    assert out.data.total == 25 and len(out.data.rows) == 5 and out.data.truncated
+    assert "25 rows, showing the first 5" in out.text
+    ask = sparql(metaqa, Settings(), "ASK { ?m <http://kg-mcp.local/relation/directed_by> ?d }")
+    assert ask.data.boolean is True
+
+
+async def test_sparql_tool_off_by_default_and_store_unchanged(metaqa_store_dir):
+    before = _tree_digest(metaqa_store_dir)
+    backend = open_store(metaqa_store_dir)
+    async with Client(build_server(backend, Settings())) as client:
+        assert "sparql" not in {t.name for t in (await client.list_tools()).tools}
+    async with Client(build_server(backend, Settings(sparql_tool=True))) as client:
+        for query in REFUSED:
+            result = await client.call_tool("sparql", {"query": query})
+            assert result.is_error, query
+        ok = await client.call_tool("sparql", {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"})
+        assert not ok.is_error and ok.structured_content["rows"][0][0]["id"] == "172219"
+    backend.close()
+    del backend
+    assert _tree_digest(metaqa_store_dir) == before
