@@ -18,7 +18,7 @@ from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput, KGError, UnknownEntity, UnknownRelation
 from kg_mcp.ids import check_text
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
 MAX_CLAIMS = 50
 MAX_HOPS = 10
@@ -79,7 +79,7 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
             c = hop.claim
             md_rows.append((label, f"({c.subject}, {c.relation}, {c.object})", hop.status, hop.reason))
     summary = ", ".join(f"{sum(v.status == s for v in verdicts)} {s}" for s in ("supported", "conflicting", "not_found", "unknown_entity") if any(v.status == s for v in verdicts))
-    text = f"verify: {len(verdicts)} claims: {summary}.\n" + table(("claim", "triple", "status", "evidence"), md_rows, settings)
+    text = f"verify: {plural(len(verdicts), 'claim')}: {summary}.\n" + table(("claim", "triple", "status", "evidence"), md_rows, settings)
     return ToolOutput(capped(text, settings, "Verify fewer claims at once."), VerifyResult(claims=verdicts))
 
 
