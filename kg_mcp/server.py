@@ -118,11 +118,27 @@ def serve(
         server.run("stdio")
         return
     security = _transport_security(host, port, allowed_hosts, allowed_origins)
-    log.info("kg-mcp %s on http://%s:%d%s", transport, host, port, "/mcp" if transport == "http" else "/sse")
     if transport == "http":
-        server.run("streamable-http", host=host, port=port, transport_security=security)
+        app = server.streamable_http_app(transport_security=security, host=host)
     else:
-        server.run("sse", host=host, port=port, transport_security=security)
+        app = server.sse_app(transport_security=security, host=host)
+    log.info("kg-mcp %s on http://%s:%d%s", transport, host, port, "/mcp" if transport == "http" else "/sse")
+    import uvicorn
+
+    # uvicorn's default config sends access logs to stdout; keep every log line on stderr.
+    uvicorn.run(app, host=host, port=port, log_config=_UVICORN_LOGGING)
+
+
+_UVICORN_LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+    },
+}
 
 
 def _transport_security(

@@ -222,6 +222,7 @@ async def test_http_bearer_auth_and_dns_rebinding(metaqa_store_dir):
         out, err = finish(process)
     assert TOKEN not in out and TOKEN not in err
     assert TOKEN[:12] not in out + err
+    assert out == "", out  # logs, uvicorn's included, go to stderr only
 
 
 # --- SSE ---------------------------------------------------------------------------------------
