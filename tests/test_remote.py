@@ -169,14 +169,16 @@ def _sorted_rows(data) -> list:
 
 def test_same_answers_as_local_store(remote, wikidata_local):
     settings = Settings()
+    conflicting = TripleClaim(subject="Q42", relation="P69", object="Q8413")
+    name = "Douglas Adams"
     for call in (
         lambda b: _sorted_rows(search(b, settings, "wd:Q42", "outgoing", ["wdt:P69", "wdt:P106"]).data),
         lambda b: sorted(
             (p.property, p.propertyLabel, p.rows) for p in search(b, settings, "wd:Q42").data.properties
         ),
-        lambda b: [(e.id, e.label, e.match) for e in find_entities(b, settings, "Douglas Adams").data.entities],
+        lambda b: [(e.id, e.label, e.match) for e in find_entities(b, settings, name).data.entities],
         lambda b: explore_kg(b, settings, "wd:Q691283", ["~wdt:P69"]).data.model_dump(mode="json"),
-        lambda b: [c.status for c in verify(b, settings, [TripleClaim(subject="Q42", relation="P69", object="Q8413")]).data.claims],
+        lambda b: [c.status for c in verify(b, settings, [conflicting]).data.claims],
     ):
         assert call(remote) == call(wikidata_local)
     query = PREFIXES + "SELECT ?o WHERE { wd:Q42 wdt:P106 ?o } ORDER BY ?o"
@@ -231,7 +233,8 @@ class ScriptedEndpoint:
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
-                    content_type = "application/sparql-results+json" if isinstance(reply.body, dict) else "text/html"
+                    is_json = isinstance(reply.body, dict)
+                    content_type = "application/sparql-results+json" if is_json else "text/html"
                     self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(payload)))
                     for name, value in reply.headers.items():
@@ -253,7 +256,7 @@ class ScriptedEndpoint:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self):
         self.thread.start()
@@ -351,7 +354,8 @@ def test_closed_port_is_unreachable():
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    backend = open_endpoint(f"http://127.0.0.1:{port}/sparql", profile="wikidata", settings=Settings(timeout_s=3))
+    url = f"http://127.0.0.1:{port}/sparql"
+    backend = open_endpoint(url, profile="wikidata", settings=Settings(timeout_s=3))
     start = time.monotonic()
     with pytest.raises(EndpointError, match="unreachable") as caught:
         backend.exists(Q42)
@@ -450,7 +454,8 @@ def test_sparql_syntax_error_is_invalid_input(remote):
 
 
 REFUSED = [
-    PREFIXES + 'INSERT DATA { wd:Q42 wdt:P69 wd:Q8413 . wd:Q42 <http://www.w3.org/2000/01/rdf-schema#label> "x"@en }',
+    PREFIXES + "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
+    'INSERT DATA { wd:Q42 wdt:P69 wd:Q8413 . wd:Q42 rdfs:label "x"@en }',
     "LOAD <http://example.org/data.ttl>",
     "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }",
     PREFIXES + "DELETE WHERE { wd:Q42 ?p ?o }",
@@ -466,7 +471,8 @@ def test_sparql_refuses_writes_and_services(remote):
         with pytest.raises(QueryRefused):
             sparql(remote, settings, query)
     assert _triple_count(remote) == before
-    assert remote.has_triple(Q42, ox.NamedNode("http://www.wikidata.org/prop/direct/P69"), ox.NamedNode(WD + "Q691283"))
+    educated_at = ox.NamedNode("http://www.wikidata.org/prop/direct/P69")
+    assert remote.has_triple(Q42, educated_at, ox.NamedNode(WD + "Q691283"))
 
 
 def test_refused_queries_never_reach_the_endpoint():

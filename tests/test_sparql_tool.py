@@ -24,6 +24,7 @@ REFUSED = [
     "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }",
     "PREFIX e: <http://evil.example/> SELECT * WHERE { SERVICE e:sparql { ?s ?p ?o } }",
     "SELECT * WHERE { SERVICE ?endpoint { ?s ?p ?o } }",
+    "PREFIX : <http://evil.example/> SELECT * WHERE { SERVICE :sparql { ?s ?p ?o } }",
     "SELECT * WHERE { ?s ?p ?o OPTIONAL { SERVICE SILENT <http://x/> { ?s ?q ?v } } }",
     "SELECT * FROM <http://example.org/remote.ttl> WHERE { ?s ?p ?o }",
     "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
@@ -53,6 +54,10 @@ def test_wikidata_label_service_is_allowed_only_on_wikidata():
     assert check_read_only(query, "wikidata") == "SelectQuery"
     with pytest.raises(QueryRefused):
         check_read_only(query, "generic")
+
+
+def test_empty_prefix_queries_run():
+    assert check_read_only("PREFIX : <http://example.org/> SELECT ?s WHERE { ?s :p ?o }", "generic") == "SelectQuery"
 
 
 def test_syntax_errors_are_input_errors():

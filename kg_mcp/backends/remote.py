@@ -69,7 +69,8 @@ class RemoteBackend(SparqlBackend):
             except sw_errors.Unauthorized:
                 raise EndpointError(f"The endpoint {self.url} answered 401: it needs credentials.") from None
             except (TimeoutError, socket.timeout):
-                last_problem, wait = f"timed out (no complete answer within {self.settings.timeout_s:g} s)", None
+                last_problem = f"timed out (no complete answer within {self.settings.timeout_s:g} s)"
+                wait = None
             except (urllib.error.URLError, ConnectionError, HTTPException, OSError) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, (TimeoutError, socket.timeout)):  # a connect timeout, wrapped by urllib
@@ -80,8 +81,8 @@ class RemoteBackend(SparqlBackend):
             if wait is not None and time.monotonic() + wait >= deadline:
                 # Waiting as asked would pass the deadline: say so now rather than sleep first.
                 raise EndpointError(
-                    f"The endpoint {self.url} answered {last_problem} and asked to wait {wait:.0f} s "
-                    f"before trying again, longer than this call's {self.settings.timeout_s:g} s limit allows.",
+                    f"The endpoint {self.url} answered {last_problem} and asked to wait {wait:.0f} s before "
+                    f"trying again, longer than this call's {self.settings.timeout_s:g} s limit allows.",
                     "The KG service is rate-limiting or busy; wait before calling again.",
                 )
             delay = backoff if wait is None else wait

@@ -68,9 +68,7 @@ class SparqlBackend(Backend):
         if node is not None:
             if self.exists(node):
                 return node
-            raise UnknownEntity(
-                f"{ref} is not in the KG.", self._suggest_hint(ref), suggestions=self._suggestions(ref)
-            )
+            raise self._unknown(ref, f"{ref} is not in the KG.")
         nodes = self._nodes_labelled(ref, limit=6)
         if len(nodes) == 1:
             return nodes[0]
@@ -80,23 +78,21 @@ class SparqlBackend(Backend):
                 f"{ref!r} is the label of {'several' if len(nodes) > 5 else len(nodes)} entities: {described}.",
                 "Pass the id of the one you mean.",
             )
-        raise UnknownEntity(f"No entity has the id or label {ref!r}.", self._suggest_hint(ref), self._suggestions(ref))
+        raise self._unknown(ref, f"No entity has the id or label {ref!r}.")
 
-    def _suggestions(self, ref: str) -> list[str]:
+    def _unknown(self, ref: str, message: str) -> UnknownEntity:
+        """An UnknownEntity error that suggests entities with a similar name."""
         local = ref.split(":", 1)[-1].replace("_", " ").strip()
-        if not local:
-            return []
         try:
-            hits = self.find_entities(local, 5)
-        except (InvalidInput, UnknownEntity):
-            return []
-        return [f"{self.vocab.compact(h.node)} ({h.label})" if h.label else self.vocab.compact(h.node) for h in hits]
-
-    def _suggest_hint(self, ref: str) -> str:
-        suggestions = self._suggestions(ref)
+            hits = self.find_entities(local, 5) if local else []
+        except InvalidInput:
+            hits = []
+        suggestions = [f"{self.vocab.compact(h.node)} ({h.label})" if h.label else self.vocab.compact(h.node) for h in hits]
         if suggestions:
-            return f"Similar entities: {', '.join(suggestions)}. Use find_entities to look names up."
-        return "Use find_entities to look up an entity by name, then pass the id it returns."
+            hint = f"Similar entities: {', '.join(suggestions)}. Use find_entities to look names up."
+        else:
+            hint = "Use find_entities to look up an entity by name, then pass the id it returns."
+        return UnknownEntity(message, hint, suggestions)
 
     def _describe_nodes(self, nodes: Sequence[ox.NamedNode]) -> str:
         labels = self.labels(nodes)
@@ -227,15 +223,16 @@ class SparqlBackend(Backend):
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):
                 found.setdefault(n, match)
-        nodes = list(found)
-        labels = self.labels(nodes)
-        descriptions = self.descriptions(nodes)
-        hits = [
-            EntityHit(n, labels.get(n), descriptions.get(n), self._degree(n), found[n])
-            for n in nodes
-            if not self.profile.is_hidden(n.value)
-        ]
         order = {"id": 0, "exact": 1, "case-insensitive": 2, "prefix": 3, "search": 4}
+        # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
+        candidates: list[ox.NamedNode] = []
+        for rank in sorted({order[m] for m in found.values()}):
+            if len(candidates) >= limit:
+                break
+            candidates += [n for n, m in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
+        labels = self.labels(candidates)
+        descriptions = self.descriptions(candidates)
+        hits = [EntityHit(n, labels.get(n), descriptions.get(n), self._degree(n), found[n]) for n in candidates]
         hits.sort(key=lambda h: (order[h.match], -h.degree, len(h.label or "")))
         return hits[:limit]
 

@@ -57,7 +57,7 @@ def check_read_only(query: str, profile_name: str) -> str:
         )
     if "datasetClause" in body:  # CompValue.get returns the key itself when absent
         raise QueryRefused("FROM / FROM NAMED clauses are not allowed.", "Query the default graph without FROM.")
-    prefixes = {d["prefix"] or "": str(d["iri"]) for d in _walk(prologue) if d.name == "PrefixDecl"}
+    prefixes = {_field(d, "prefix"): str(d["iri"]) for d in _walk(prologue) if d.name == "PrefixDecl"}
     allowed = INTERNAL_SERVICES.get(profile_name, set())
     for service in (n for n in _walk(body) if n.name == "ServiceGraphPattern"):
         target = _iri(service["term"], prefixes)
@@ -88,9 +88,14 @@ def _iri(term, prefixes: dict[str, str]) -> str | None:
     if isinstance(term, URIRef):
         return str(term)
     if isinstance(term, CompValue) and term.name == "pname":
-        namespace = prefixes.get(term.get("prefix") or "")
-        return None if namespace is None else namespace + (term.get("localname") or "")
+        namespace = prefixes.get(_field(term, "prefix"))
+        return None if namespace is None else namespace + _field(term, "localname")
     return None  # a variable
+
+
+def _field(node, key: str) -> str:
+    """A parse-tree field, '' when absent (CompValue.get returns the key's own name then)."""
+    return str(node[key] or "") if key in node else ""
 
 
 def sparql(backend: Backend, settings: Settings, query: str) -> ToolOutput:
