@@ -101,6 +101,10 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
     display_host = f"[{host}]" if ":" in host else host
     server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}")
+    if transport != "stdio":
+        path = "/mcp" if transport == "http" else "/sse"
+        where = getattr(backend, "location", None) or getattr(backend, "url", "")
+        click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}" + (" (bearer token required)" if token else ""), err=True)
     try:
         run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts), allowed_origins=list(allowed_origins))
     except KeyboardInterrupt:

@@ -122,7 +122,6 @@ def serve(
         app = server.streamable_http_app(transport_security=security, host=host)
     else:
         app = server.sse_app(transport_security=security, host=host)
-    log.info("kg-mcp %s on http://%s:%d%s", transport, host, port, "/mcp" if transport == "http" else "/sse")
     import uvicorn
 
     # uvicorn's default config sends access logs to stdout; keep every log line on stderr.
