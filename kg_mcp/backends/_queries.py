@@ -147,11 +147,3 @@ def count_entities() -> str:
 
 def ask_predicate(predicate: str) -> str:
     return f"ASK {{ ?s <{ox.NamedNode(predicate).value}> ?o }}"
-
-
-def ask_namespace_used(namespace: str) -> str:
-    return f"ASK {{ {{ SELECT ?p WHERE {{ ?s ?p ?o }} LIMIT 100000 }} FILTER(STRSTARTS(STR(?p), {_string(namespace)})) }}"
-
-
-def property_by_label(label: str, predicates: Sequence[str], languages: Sequence[str]) -> str:
-    return exact_label(label, predicates, languages, 20)
