@@ -59,6 +59,10 @@ def build_server(
 
 
 def _add_resources(server: MCPServer, backend: Backend) -> None:
+    @server.resource("kg://profile", name="profile", description="The KG's schema profile and prefixes (cheap).", mime_type="application/json")
+    def profile() -> str:
+        return json.dumps({"profile": backend.profile.name, "prefixes": backend.vocab.prefixes})
+
     @server.resource("kg://schema", name="schema", description="Prefixes and the most used relations of the KG.", mime_type="application/json")
     def schema() -> str:
         stats = backend.stats()

@@ -1,0 +1,95 @@
+"""The drivers' only way to the KG: an MCP client of a kg-mcp server, wherever it runs.
+
+`KGClient.connect(...)` opens a server in-process (a Backend or MCPServer), as a stdio
+subprocess (a command line), or at an HTTP URL (with an optional bearer token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from agents.models.base import ToolSpec
+
+
+@dataclass
+class ToolResult:
+    text: str
+    data: dict[str, Any] | None
+    is_error: bool
+    seconds: float
+
+
+class KGClient:
+    """`async with KGClient(target) as kg: await kg.call_tool("search", {...})`."""
+
+    def __init__(self, target: Any):
+        self._target = target
+        self._stack: AsyncExitStack | None = None
+        self._client: Client | None = None
+        self.tools: list[ToolSpec] = []
+        self.instructions: str | None = None
+        self.profile = "generic"  # the server's schema profile: wikidata, freebase, dbpedia, generic
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        server: Any = None,
+        command: str | None = None,
+        url: str | None = None,
+        token: str | None = None,
+    ) -> KGClient:
+        """A client for one of: an in-process server/backend, a stdio command, an HTTP URL."""
+        if sum(x is not None for x in (server, command, url)) != 1:
+            raise ValueError("give exactly one of server, command or url")
+        if command is not None:
+            program, *args = shlex.split(command)
+            return cls(StdioServerParameters(command=program, args=args, env=dict(os.environ)))
+        if url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            return cls(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
+        from kg_mcp.backends.base import Backend
+
+        if isinstance(server, Backend):
+            from kg_mcp.server import build_server
+
+            server = build_server(server, server.settings)
+        return cls(server)
+
+    async def __aenter__(self) -> KGClient:
+        self._stack = AsyncExitStack()
+        self._client = await self._stack.enter_async_context(Client(self._target))
+        listed = await self._client.list_tools()
+        self.tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools]
+        self.instructions = self._client.instructions
+        profile = await self._client.read_resource("kg://profile")
+        self.profile = json.loads(profile.contents[0].text).get("profile", "generic")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+
+    def tool(self, name: str) -> ToolSpec:
+        for spec in self.tools:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"the KG server has no tool {name!r} (it has {', '.join(t.name for t in self.tools)})")
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        assert self._client is not None, "use KGClient inside `async with`"
+        started = time.perf_counter()
+        result = await self._client.call_tool(name, arguments)
+        text = "\n".join(getattr(c, "text", "") for c in result.content)
+        return ToolResult(text, result.structured_content, bool(result.is_error), time.perf_counter() - started)
