@@ -224,6 +224,83 @@ async def _call(target, tool: str, args: dict):
 
 
 @main.command()
+@click.argument("question")
+@_store_options
+@click.option("--agent", type=click.Choice(["sog", "ark", "r2kg", "r2kg-sc"]), default="sog", show_default=True,
+              help="Search-on-Graph, ARK-V1, R2-KG (Operator + Supervisor) or R2-KG single-agent self-consistency.")
+@click.option("--model", envvar="KG_MCP_MODEL", default="openai:gpt-4o-mini", show_default=True, help="provider:NAME")
+@click.option("--base-url", help="The model API's base URL (an OpenAI-compatible server: vLLM, Ollama, llama.cpp).")
+@click.option("--supervisor", help="R2-KG's Supervisor model (default: --model).")
+@click.option("--supervisor-base-url", help="Base URL for the Supervisor's API.")
+@click.option("--topic", "topic_values", multiple=True, help="A topic entity: NAME, ID or NAME=ID (repeatable).")
+@click.option("--server-cmd", metavar="'CMD'", help="Spawn this kg-mcp server command and talk to it over stdio.")
+@click.option("--url", metavar="URL", help="A kg-mcp server over streamable HTTP.")
+@click.option("--auth-token-env", metavar="VAR", help="Bearer token for --url, from variable VAR.")
+@click.option("--limit", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations.")
+@click.option("--temperature", type=float)
+@click.option("--seed", type=int)
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Trace file (JSON lines); default traces/METHOD-TIME.jsonl.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql, agent, model, base_url, supervisor,
+        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json):
+    """Answer QUESTION with an agent that explores the KG through a kg-mcp server.
+
+    \b
+    kg-mcp ask "Where was Vincent van Gogh born?" --topic "Vincent van Gogh" --model openai:gpt-4o-mini
+    kg-mcp ask "..." --agent r2kg --model openai:qwen2.5-7b --base-url http://localhost:8001/v1 --supervisor anthropic:claude-sonnet-4-5
+    """
+    from kg_mcp.auth import read_token
+
+    from agents.ask import ask as run_ask
+    from agents.ask import default_trace_path, parse_topics
+    from agents.kg_client import KGClient
+    from agents.models import ModelError, Sampling, get_model
+    from agents.trace import Trace
+
+    if server_cmd and url:
+        raise ConfigError("Give --server-cmd or --url, not both.")
+    try:
+        main_model = get_model(model, base_url=base_url)
+        supervisor_model = get_model(supervisor, base_url=supervisor_base_url or base_url) if supervisor else None
+    except (ValueError, ModelError) as e:
+        raise click.ClickException(str(e)) from None
+    if server_cmd:
+        kg = KGClient.connect(command=server_cmd)
+    elif url:
+        kg = KGClient.connect(url=url, token=read_token(env_var=auth_token_env))
+    else:
+        kg = KGClient.connect(server=_open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql)))
+    trace = Trace(trace_path or default_trace_path(agent))
+    sampling = Sampling(temperature=temperature, seed=seed)
+
+    async def go():
+        async with kg:
+            return await run_ask(question, kg, method=agent, model=main_model, supervisor=supervisor_model,
+                                 topics=parse_topics(list(topic_values)), limit=limit, sampling=sampling, trace=trace)
+
+    try:
+        result = asyncio.run(go())
+    except ModelError as e:
+        raise click.ClickException(f"the model failed: {e} (trace: {trace.path})") from None
+    if as_json:
+        usage = {role: vars(u) for role, u in result.usage.items()}
+        click.echo(json.dumps({"answers": result.answers, "abstained": result.abstained,
+                               "path": [vars(h) for h in result.path], "trace": result.trace, "usage": usage,
+                               "reasoning": result.reasoning}, indent=1, ensure_ascii=False))
+        return
+    click.echo("Abstained: no answer the KG supports." if result.abstained else "Answer: " + "; ".join(result.answers))
+    if result.path:
+        click.echo("Path:")
+        for hop in result.path:
+            shown = ", ".join(hop.reached[:5]) + (f" (+{len(hop.reached) - 5} more)" if len(hop.reached) > 5 else "")
+            click.echo(f"  {hop.entity} --{hop.relation or '(all)'}--> {shown or '(nothing)'}")
+    tokens = sum(u.input_tokens for u in result.usage.values()), sum(u.output_tokens for u in result.usage.values())
+    click.echo(f"{result.turns} model turns, {tokens[0]:,} tokens in / {tokens[1]:,} out, {result.seconds:.1f} s")
+    click.echo(f"Trace: {result.trace}")
+
+
+@main.command()
 @_store_options
 def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
     """Size and shape of a KG: triples, entities, relations, top relations."""

@@ -1,0 +1,78 @@
+"""One question, one method, one model: the entry point behind `kg-mcp ask` (and later, evaluation)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from agents.kg_client import KGClient
+from agents.models import Model, Sampling
+from agents.run import AgentResult
+from agents.trace import Trace
+
+Method = Literal["sog", "ark", "r2kg", "r2kg-sc"]
+METHODS: tuple[str, ...] = ("sog", "ark", "r2kg", "r2kg-sc")
+_ID_LIKE = re.compile(r"^(?:[A-Za-z][\w.-]*:\S+|<\S+>|[QPL][1-9][0-9]*|[mg]\.[0-9a-z_]+)$")
+
+
+def parse_topics(values: list[str]) -> dict[str, str | None]:
+    """`--topic` values: NAME, ID, or NAME=ID.
+
+    >>> parse_topics(["Jaws", "wd:Q42", "Vincent van Gogh=wd:Q5582"])
+    {'Jaws': None, 'wd:Q42': 'wd:Q42', 'Vincent van Gogh': 'wd:Q5582'}
+    """
+    topics: dict[str, str | None] = {}
+    for value in values:
+        name, sep, entity_id = value.partition("=")
+        if sep and name.strip() and entity_id.strip():
+            topics[name.strip()] = entity_id.strip()
+        elif _ID_LIKE.match(value.strip()):
+            topics[value.strip()] = value.strip()
+        else:
+            topics[value.strip()] = None
+    return topics
+
+
+def default_trace_path(method: str) -> Path:
+    folder = Path(os.environ.get("KG_MCP_TRACE_DIR", "traces"))
+    return folder / f"{method}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
+
+
+async def ask(
+    question: str,
+    kg: KGClient,
+    *,
+    method: str,
+    model: Model,
+    supervisor: Model | None = None,
+    topics: dict[str, str | None] | None = None,
+    limit: int | None = None,
+    sampling: Sampling | None = None,
+    trace: Trace | None = None,
+) -> AgentResult:
+    """Answer `question` with one method over an open KG client. `limit` is the method's own cap
+    (SoG turns, ARK-V1 steps K_max, R2-KG iterations T)."""
+    options: dict[str, Any] = {"topics": topics or {}, "sampling": sampling, "trace": trace}
+    if method == "sog":
+        from agents.sog import run_sog
+
+        return await run_sog(question, kg, model, **options, **({"max_turns": limit} if limit else {}))
+    if method == "ark":
+        from agents.ark import run_ark
+
+        return await run_ark(question, kg, model, **options, **({"k_max": limit} if limit else {}))
+    if method == "r2kg":
+        from agents.r2kg import run_r2kg
+
+        return await run_r2kg(
+            question, kg, model, supervisor or model, **options, **({"max_iterations": limit} if limit else {})
+        )
+    if method == "r2kg-sc":
+        from agents.r2kg import run_r2kg_consistent
+
+        options.pop("sampling")
+        return await run_r2kg_consistent(question, kg, model, **options, **({"max_iterations": limit} if limit else {}))
+    raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")

@@ -1,0 +1,127 @@
+"""Search-on-Graph's control loop with scripted models over the real MetaQA and PathQuestion KBs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+
+from agents.kg_client import KGClient
+from agents.models.base import Reply
+from agents.models.scripted import ScriptedModel, call
+from agents.sog import run_sog
+from agents.trace import Trace, read_trace
+
+ROW = re.compile(r"^\| ([^|]+) \| [^|]* \| ([^|]+) \| ([^|]*) \|$", re.MULTILINE)
+
+
+def table_rows(text: str) -> list[tuple[str, str, str]]:
+    """(property, value, valueLabel) rows of a search result's markdown table."""
+    return [(p.strip(), v.strip(), l.strip()) for p, v, l in ROW.findall(text) if p.strip() not in ("property", "---")]
+
+
+def gold_path_policy(path: list[str], revisit_topic: bool = False):
+    """A model that walks `path` hop by hop, searching every frontier entity in one turn, then answers."""
+
+    def policy(messages, tools):
+        assert [t.name for t in tools] == ["search"]
+        question = messages[1].content
+        topics = ast.literal_eval(question[question.index("{") :])
+        topic = next(iter(topics.values()))
+        turns = [m for m in messages if m.role == "assistant"]
+        hop = len(turns)
+        if hop == 0:
+            frontier = {topic}
+        else:
+            results = [m for m in messages if m.role == "tool" and m.tool_call_id in {c.id for c in turns[-1].tool_calls}]
+            found = {v: label for r in results for _, v, label in table_rows(r.content)}
+            if not revisit_topic:
+                found.pop(topic, None)
+            if hop == len(path):
+                return Reply(text="Final answer: " + ", ".join("{" + label + "}" for label in sorted(set(found.values()))))
+            frontier = set(found)
+        relation = path[hop]
+        direction = "incoming" if relation.startswith("~") else "outgoing"
+        return Reply(
+            text="",
+            tool_calls=[
+                call("search", entity=e, direction=direction, properties_to_filter_for=[relation.lstrip("~")]) for e in sorted(frontier)
+            ],
+        )
+
+    return policy
+
+
+@pytest.mark.parametrize("hops", [1, 2, 3])
+async def test_gold_path_follower_answers_metaqa(metaqa, data_dir, tmp_path, hops):
+    questions = json.loads((data_dir / "metaqa" / f"{hops}hop_dev.json").read_text())[:: 997][:4]
+    async with KGClient.connect(server=metaqa) as kg:
+        for q in questions:
+            model = ScriptedModel(gold_path_policy(q["gold_relation_path"]))
+            result = await run_sog(q["question"], kg, model, topics={q["topic_entity"]: None}, trace=Trace(tmp_path / f"{q['id']}.jsonl"))
+            assert not result.abstained
+            assert set(result.answers) == set(q["answers"]), q["id"]
+            assert len(result.path) >= hops and result.turns == hops + 1
+    events = read_trace(tmp_path / f"{questions[-1]['id']}.jsonl")
+    types = [e["type"] for e in events]
+    assert types[0] == "start" and types[-1] == "final"
+    assert {"model_request", "model_reply", "tool_call", "tool_result"} <= set(types)
+    first_request = next(e for e in events if e["type"] == "model_request")
+    content = first_request["messages"][1]["content"]
+    assert content.startswith("Question: ")
+    topics = ast.literal_eval(content[content.index(" {") + 1 :])  # topic entities with their ids
+    assert list(topics) == [questions[-1]["topic_entity"]] and list(topics.values())[0].startswith("kg:")
+    assert events[-1]["answers"] == result.answers
+
+
+async def test_gold_path_on_pathquestion(pathquestion, data_dir):
+    line = (data_dir / "pathquestion" / "PQ-3H.txt").read_text().splitlines()[5]
+    question, _, path = line.split("\t")
+    parts = path.split("#<end>#")[0].split("#")
+    async with KGClient.connect(server=pathquestion) as kg:
+        model = ScriptedModel(gold_path_policy(parts[1:-1:2], revisit_topic=True))
+        result = await run_sog(question, kg, model, topics={parts[0]: None})
+    assert parts[-1] in result.answers
+
+
+async def test_topic_ids_are_passed_through_without_lookup(metaqa):
+    model = ScriptedModel(["Final answer: {Steven Spielberg}"])
+    async with KGClient.connect(server=metaqa) as kg:
+        result = await run_sog("who directed [Jaws]", kg, model, topics={"Jaws": "kg:Jaws"})
+    assert model.seen[0]["messages"][1].content == "Question: who directed [Jaws] {'Jaws': 'kg:Jaws'}"
+    assert result.answers == ["Steven Spielberg"] and result.extra["topics"] == {"Jaws": "kg:Jaws"}
+
+
+async def test_never_answering_abstains_at_the_turn_cap(metaqa):
+    model = ScriptedModel(lambda messages, tools: Reply(text="Let me think about it some more."))
+    async with KGClient.connect(server=metaqa) as kg:
+        result = await run_sog("who directed [Jaws]", kg, model, topics={"Jaws": "kg:Jaws"}, max_turns=4)
+    assert result.abstained and result.answers == [] and result.turns == 4
+    # after each reply without a tool call or answer, the model is asked to continue
+    assert model.seen[-1]["messages"][-1].content.startswith("You have not given a final answer")
+
+
+async def test_misbehaving_calls_get_errors_and_the_run_goes_on(metaqa):
+    bad = Reply(text="", tool_calls=[call("get_relations", entity="kg:Jaws"), call("search", entity="kg:Nope_Nope")])
+    malformed = Reply(text="", tool_calls=[call("search")])
+    malformed.tool_calls[0].malformed = '{"entity": "kg:Jaws"'
+    model = ScriptedModel([bad, malformed, "Final answer: {}"])
+    async with KGClient.connect(server=metaqa) as kg:
+        result = await run_sog("who directed [Jaws]", kg, model, topics={"Jaws": "kg:Jaws"})
+    tool_messages = [m for m in model.seen[1]["messages"] if m.role == "tool"]
+    assert [m.is_error for m in tool_messages] == [True, True]
+    assert "only `search` is available" in tool_messages[0].content
+    assert "find_entities" in tool_messages[1].content  # the server's hint for an unknown id
+    last_tool = [m for m in model.seen[2]["messages"] if m.role == "tool"][-1]
+    assert last_tool.is_error and "not a JSON object" in last_tool.content
+    assert result.abstained  # "Final answer: {}" means the KG does not have it
+
+
+async def test_unknown_topic_name_is_noted_not_fatal(metaqa, tmp_path):
+    model = ScriptedModel(["Final answer: {}"])
+    async with KGClient.connect(server=metaqa) as kg:
+        await run_sog("q", kg, model, topics={"Zzqx Nonexistent": None}, trace=Trace(tmp_path / "t.jsonl"))
+    notes = [e for e in read_trace(tmp_path / "t.jsonl") if e["type"] == "note"]
+    assert notes and notes[0]["what"] == "topic not found"
