@@ -73,6 +73,5 @@ async def ask(
     if method == "r2kg-sc":
         from agents.r2kg import run_r2kg_consistent
 
-        options.pop("sampling")
         return await run_r2kg_consistent(question, kg, model, **options, **({"max_iterations": limit} if limit else {}))
     raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
