@@ -35,6 +35,7 @@ from kg_mcp.prompt_files import read_prompt
 
 from agents.kg_client import KGClient
 from agents.models.base import Message, Model, Sampling
+from agents.models.json_text import parse_json_object
 from agents.run import AgentResult, Run, resolve_topics
 from agents.trace import Trace
 
@@ -90,34 +91,6 @@ def looks_yes_no(question: str) -> bool:
         if words and words[0] in _AUXILIARIES:
             return True
     return False
-
-
-def parse_json_object(text: str) -> dict[str, Any] | None:
-    """The reply's JSON object: the whole text, or the first object found inside it (fences, prose).
-
-    >>> parse_json_object('{"anchor": "kg:Jaws"}')
-    {'anchor': 'kg:Jaws'}
-    >>> parse_json_object('Sure! ```json\\n{"relation": "~directed_by"}\\n``` done')
-    {'relation': '~directed_by'}
-    >>> parse_json_object("I would pick Jaws.") is None
-    True
-    """
-    text = text.strip()
-    try:
-        value = json.loads(text)
-        if isinstance(value, dict):
-            return value
-    except ValueError:
-        pass
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 _MIDNIGHT = re.compile(r"^(-?\d+-\d\d-\d\d)T00:00:00Z$")

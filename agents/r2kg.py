@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from agents.kg_client import KGClient
 from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
+from agents.models.json_text import parse_json_object
 from agents.run import AgentResult, Hop, Run, final_answers, resolve_topics
 from agents.trace import Trace
 from kg_mcp.prompt_files import read_prompt
@@ -277,25 +278,6 @@ class Verdict:
     feedback: Feedback | None = None
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    text = text.strip()
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
-    candidates = [text, fenced.group(1) if fenced else None]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        if not candidate:
-            continue
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
-
-
 def _strings(value: Any) -> list[str]:
     if value is None:
         return []
@@ -316,7 +298,7 @@ def _int_or_none(value: Any) -> int | None:
 
 def parse_verdict(text: str) -> Verdict:
     """The Supervisor's decision from its reply: JSON as asked, or the nearest reading of it."""
-    data = _json_object(text)
+    data = parse_json_object(text)
     if data is None:
         answers = final_answers(text)
         if answers:

@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from agents.ark import looks_yes_no, parse_json_object, run_ark
+from agents.ark import looks_yes_no, run_ark
+from agents.models.json_text import parse_json_object
 from agents.kg_client import KGClient
 from agents.models.base import Message
 from agents.models.scripted import ScriptedModel

@@ -15,6 +15,7 @@ from typing import Any
 import openai
 
 from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
+from agents.models.json_text import json_object_span
 
 # Local servers usually ignore the key, but the SDK refuses to start without one.
 PLACEHOLDER_KEY = "not-needed"
@@ -240,21 +241,5 @@ def extract_json_object(text: str) -> str:
     >>> extract_json_object('no json')
     'no json'
     """
-    stripped = text.strip()
-    try:
-        if isinstance(json.loads(stripped), dict):
-            return stripped
-    except ValueError:
-        pass
-    decoder = json.JSONDecoder()
-    start = stripped.find("{")
-    while start != -1:
-        try:
-            value, end = decoder.raw_decode(stripped, start)
-        except ValueError:
-            start = stripped.find("{", start + 1)
-            continue
-        if isinstance(value, dict):
-            return stripped[start:end]
-        start = stripped.find("{", end)
-    return text
+    span = json_object_span(text)
+    return text if span is None else text[span[0] : span[1]]
