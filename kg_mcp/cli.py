@@ -87,7 +87,9 @@ def main(verbose: bool) -> None:
 @click.option("--auth-token-file", type=click.Path(dir_okay=False), help="Require the bearer token kept in this file.")
 @click.option("--allow-host", "allowed_hosts", multiple=True, help="Extra Host header to accept, e.g. kg.example.org:443.")
 @click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
-def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins):
+@click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
+              help="HTTP/SSE: at most N requests a minute per client address, then 429 with Retry-After (default off; KG_MCP_RATE_LIMIT).")
+def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE."""
     from kg_mcp.auth import read_token
     from kg_mcp.server import build_server
@@ -96,6 +98,8 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     token = read_token(env_var=auth_token_env, file=auth_token_file)
     if token and transport == "stdio":
         raise ConfigError("Auth tokens apply to --transport http or sse; stdio is reached only by its parent process.")
+    if rate_limit and transport == "stdio":
+        raise ConfigError("--rate-limit applies to --transport http or sse; stdio has one client, its parent process.")
     if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not token:
         log.warning("serving on %s without --auth-token-env/--auth-token-file: anyone who can reach it can query", host)
     backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
@@ -106,7 +110,9 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
         click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}" + (" (bearer token required)" if token else ""), err=True)
     try:
-        run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts), allowed_origins=list(allowed_origins))
+        limit = backend.settings.rate_limit if rate_limit is None else rate_limit
+        run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
+                   allowed_origins=list(allowed_origins), rate_limit=limit or None)
     except KeyboardInterrupt:
         pass
     finally:
@@ -119,7 +125,10 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 @click.option("--format", "fmt", help="Override the format guessed from the file name (nt, nq, ttl, trig, rdfxml, text, wikidata-json).")
 @click.option("--base-iri", help="Namespace for names minted from plain-text triple files.")
 @click.option("--skip-bad", is_flag=True, help="Skip and count malformed lines instead of stopping.")
-def load(sources, store, fmt, base_iri, skip_bad):
+@click.option("--hub-threshold", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Keep predicate statistics for nodes with at least this many edges in one direction.")
+@click.option("--optimize", is_flag=True, help="Compact the store after loading (slower load, somewhat faster reads).")
+def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
     """Bulk-load RDF, plain-text triples or Wikidata JSON into a store, atomically.
 
     A failed or interrupted load leaves the previous store as it was.
@@ -128,7 +137,15 @@ def load(sources, store, fmt, base_iri, skip_bad):
     from kg_mcp.namespaces import DEFAULT_BASE_IRI
 
     try:
-        report = load_sources(list(sources), store, format=fmt, base_iri=base_iri or DEFAULT_BASE_IRI, skip_bad=skip_bad)
+        report = load_sources(
+            list(sources),
+            store,
+            format=fmt,
+            base_iri=base_iri or DEFAULT_BASE_IRI,
+            skip_bad=skip_bad,
+            hub_threshold=hub_threshold,
+            optimize=optimize,
+        )
     except LoadError as e:
         raise click.ClickException(f"load failed, the store is unchanged: {e}") from None
     click.echo(report.summary(), err=True)
@@ -226,8 +243,9 @@ async def _call(target, tool: str, args: dict):
 @main.command()
 @click.argument("question")
 @_store_options
-@click.option("--agent", type=click.Choice(["sog", "ark", "r2kg", "r2kg-sc"]), default="sog", show_default=True,
-              help="Search-on-Graph, ARK-V1, R2-KG (Operator + Supervisor) or R2-KG single-agent self-consistency.")
+@click.option("--agent", type=click.Choice(["sog", "ark", "r2kg", "r2kg-sc", "kgr"]), default="sog", show_default=True,
+              help="Search-on-Graph, ARK-V1, R2-KG (Operator + Supervisor), R2-KG single-agent self-consistency, "
+                   "or KG-Reasoner (a text-continuing model; openai-completions:NAME or openai:NAME).")
 @click.option("--model", envvar="KG_MCP_MODEL", default="openai:gpt-4o-mini", show_default=True, help="provider:NAME")
 @click.option("--base-url", help="The model API's base URL (an OpenAI-compatible server: vLLM, Ollama, llama.cpp).")
 @click.option("--supervisor", help="R2-KG's Supervisor model (default: --model).")
@@ -236,7 +254,7 @@ async def _call(target, tool: str, args: dict):
 @click.option("--server-cmd", metavar="'CMD'", help="Spawn this kg-mcp server command and talk to it over stdio.")
 @click.option("--url", metavar="URL", help="A kg-mcp server over streamable HTTP.")
 @click.option("--auth-token-env", metavar="VAR", help="Bearer token for --url, from variable VAR.")
-@click.option("--limit", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations.")
+@click.option("--limit", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations, KG-Reasoner rounds.")
 @click.option("--temperature", type=float)
 @click.option("--seed", type=int)
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -298,6 +316,178 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
     tokens = sum(u.input_tokens for u in result.usage.values()), sum(u.output_tokens for u in result.usage.values())
     click.echo(f"{result.turns} model turns, {tokens[0]:,} tokens in / {tokens[1]:,} out, {result.seconds:.1f} s")
     click.echo(f"Trace: {result.trace}")
+
+
+@main.command("export-trajectories")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--gold", "gold_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Gold answers: kg-mcp eval's results.jsonl, or JSON / JSON lines rows with question and "
+                   "gold, answers or answer (default: RUN_DIR/results.jsonl if present; without any, no answer reward).")
+@click.option("--match", type=click.Choice(["hit", "exact"]), default="hit", show_default=True,
+              help="An answer is correct when one predicted answer is gold (hit) or the sets are equal (exact).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the records here (default: stdout).")
+@click.option("--min-reward", type=float, help="Keep only trajectories whose total reward reaches this.")
+def export_trajectories(run_dir, gold_path, match, out, min_reward):
+    """Turn the traces under RUN_DIR (any agent) into SFT records in KG-Reasoner's
+    think/search/triples/answer form, scored with its reward (retrieval + format + answer).
+
+    \b
+    kg-mcp export-trajectories traces/ --gold ../shared/data/metaqa/2hop_dev.json --out sft.jsonl
+    """
+    from agents.trajectories import export, find_traces
+
+    written = kept_reward = 0
+    traces = len(find_traces(run_dir))
+    sink = out.open("w", encoding="utf-8") if out else sys.stdout
+    try:
+        for record in export(run_dir, gold_path=gold_path, match=match):
+            if min_reward is not None and record["reward"]["total"] < min_reward:
+                continue
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            written += 1
+            kept_reward += record["reward"]["total"]
+    finally:
+        if out:
+            sink.close()
+    mean = f", mean reward {kept_reward / written:.3f}" if written else ""
+    click.echo(f"{written} trajectories from {traces} traces under {run_dir}{mean}" + (f" -> {out}" if out else ""), err=True)
+
+
+_BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h", "pathquestion-l2h",
+               "qald10", "colota-qa", "colota-cv")  # agents.evaluation.benchmarks.NAMES
+
+
+def _echo_warnings(caught) -> None:
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+
+
+@main.command("eval")
+@click.option("--benchmark", required=True, type=click.Choice(_BENCHMARKS), help="The benchmark to run.")
+@click.option("--data", type=click.Path(exists=True, path_type=Path),
+              help="Benchmark data: a folder laid out like ../shared/data (default), or one question file.")
+@click.option("--kb", "kb_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="KB file(s) to build the store from (default: the benchmark's own).")
+@click.option("--oracle", is_flag=True, help="No model: walk the gold paths through the tools; report recall and tokens.")
+@click.option("--agent", default="sog", show_default=True, help="sog, ark, r2kg, r2kg-sc (any method kg-mcp ask knows).")
+@click.option("--model", envvar="KG_MCP_MODEL", default="openai:gpt-4o-mini", show_default=True, help="provider:NAME")
+@click.option("--base-url", help="The model API's base URL (an OpenAI-compatible server: vLLM, Ollama, llama.cpp).")
+@click.option("--supervisor", help="R2-KG's Supervisor model (default: --model).")
+@click.option("--supervisor-base-url", help="Base URL for the Supervisor's API.")
+@click.option("--limit", type=int, help="The first N questions (after --sample).")
+@click.option("--sample", type=int, help="N questions drawn at random with --seed.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True, help="Questions at once.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs per question (self-consistency, reliability).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Run folder: results.jsonl, traces/ (a run started again here resumes).")
+@_store_options
+@click.option("--server-cmd", metavar="'CMD'", help="Spawn this kg-mcp server command and talk to it over stdio.")
+@click.option("--url", metavar="URL", help="A kg-mcp server over streamable HTTP.")
+@click.option("--auth-token-env", metavar="VAR", help="Bearer token for --url, from variable VAR.")
+@click.option("--store-cache", type=click.Path(file_okay=False, path_type=Path),
+              help="Where benchmark stores are built (default $KG_MCP_CACHE or ~/.cache/kg-mcp).")
+@click.option("--no-build", is_flag=True, help="Do not build a missing benchmark store; print the command instead.")
+@click.option("--max-steps", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations.")
+@click.option("--temperature", type=float)
+def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
+                 seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
+                 url, auth_token_env, store_cache, no_build, max_steps, temperature):
+    """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
+
+    \b
+    kg-mcp eval --benchmark metaqa-2hop --agent sog --model openai:gpt-4o-mini --sample 200 --out runs/sog-2hop
+    kg-mcp eval --benchmark metaqa-3hop --oracle
+    kg-mcp report runs/sog-2hop runs/r2kg-2hop
+    """
+    import warnings
+
+    from kg_mcp.auth import read_token
+
+    from agents.evaluation.benchmarks import WITH_GOLD_PATHS, load_benchmark, select
+    from agents.evaluation.stores import choose_kg
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bench = load_benchmark(benchmark, data, list(kb_files) or None)
+    _echo_warnings(caught)
+    questions = select(bench.questions, limit=limit, sample=sample, seed=seed)
+    if oracle and benchmark not in WITH_GOLD_PATHS:
+        raise ConfigError(f"--oracle needs gold paths: {', '.join(WITH_GOLD_PATHS)}.")
+    if not oracle and not out:
+        raise ConfigError("Give --out DIR: the run's results and traces go there (and it resumes from there).")
+    kg = choose_kg(bench, store=store, sparql=sparql_url, wikidata=wikidata, command=server_cmd, url=url,
+                   token=read_token(env_var=auth_token_env), profile=profile, settings=_settings(languages, enable_sparql),
+                   cache_dir=store_cache, build=not no_build)
+    if oracle:
+        _run_oracle(bench, questions, kg, out)
+    else:
+        _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
+                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed})
+
+
+def _run_oracle(bench, questions, kg, out) -> None:
+    from agents.evaluation.oracle import format_summary, row_dict, run_oracle
+
+    async def go():
+        async with kg.client() as client:
+            return await run_oracle(bench, questions, client)
+
+    summary, rows = asyncio.run(go())
+    click.echo(format_summary([summary]))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / f"oracle-{bench.name}.jsonl").open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row_dict(r), ensure_ascii=False) + "\n" for r in rows)
+        (out / f"oracle-{bench.name}.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+
+def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
+              max_steps, temperature, selection) -> None:
+    from agents.ask import METHODS
+    from agents.evaluation.runner import EvalPlan, run_eval
+    from agents.evaluation.summary import load_run, summarise, table
+    from agents.models import ModelError, Sampling, get_model
+
+    if agent not in METHODS:
+        raise click.BadParameter(f"{agent!r}: choose one of {', '.join(METHODS)}", param_hint="--agent")
+    try:
+        main_model = get_model(model, base_url=base_url)
+        supervisor_model = get_model(supervisor, base_url=supervisor_base_url or base_url) if supervisor else None
+    except (ValueError, ModelError) as e:
+        raise click.ClickException(str(e)) from None
+    plan = EvalPlan(benchmark=bench, questions=questions, agent=agent, model=model, out=out, kg=kg, supervisor=supervisor,
+                    base_url=base_url, repeat=repeat, concurrency=concurrency, agent_limit=max_steps,
+                    sampling=Sampling(temperature=temperature) if temperature is not None else None, selection=selection)
+    try:
+        stats = asyncio.run(run_eval(plan, main_model, supervisor_model))
+    except KeyboardInterrupt:
+        raise click.ClickException(f"interrupted; finished answers are in {out / 'results.jsonl'}: "
+                                   "run the same command again to resume") from None
+    click.echo(table([summarise(load_run(out))]))
+    click.echo(f"{stats.done} answered now, {stats.skipped} already done, {stats.failed} failed "
+               f"of {stats.total} (questions x repeats); results in {out / 'results.jsonl'}")
+    if stats.failed:
+        raise click.ClickException(f"{stats.failed} runs failed (see {out / 'errors.jsonl'}): "
+                                   "run the same command again to retry them")
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where the page goes (default: FIRST_RUN_DIR/report.html).")
+@click.option("--max-questions", type=int, default=300, show_default=True, help="Answers listed (with trace pages) per run.")
+def report(run_dirs, html_path, max_questions):
+    """Compare evaluation runs side by side: a table here and an HTML page with plots and traces."""
+    from agents.evaluation.html import write_report
+    from agents.evaluation.summary import load_run, summarise, table
+
+    runs = [load_run(d) for d in run_dirs]
+    summaries = [summarise(r) for r in runs]
+    click.echo(table(summaries))
+    page, _ = write_report(runs, summaries, html_path or run_dirs[0] / "report.html", max_questions=max_questions)
+    click.echo(f"report: {page}")
 
 
 @main.command()

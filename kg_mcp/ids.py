@@ -41,6 +41,7 @@ class Vocabulary:
         self.bare_namespaces = [ns for ns in [*(bare or []), profile.bare_namespace] if ns]
         # Longest namespace first, so wdt: wins over p: for .../prop/direct/P19.
         self._by_length = sorted(((ns, pfx) for pfx, ns in self.prefixes.items()), key=lambda x: -len(x[0]))
+        self._compact_cache: dict[str, str] = {}
 
     def compact(self, term: ox.NamedNode | ox.BlankNode | ox.Literal) -> str:
         """The shortest id that `parse` reads back as the same term; literals become their text."""
@@ -49,6 +50,14 @@ class Vocabulary:
         if isinstance(term, ox.BlankNode):
             return f"_:{term.value}"
         iri = term.value
+        cached = self._compact_cache.get(iri)
+        if cached is None:
+            if len(self._compact_cache) > 100_000:
+                self._compact_cache.clear()
+            cached = self._compact_cache[iri] = self._compact_iri(iri)
+        return cached
+
+    def _compact_iri(self, iri: str) -> str:
         for ns in self.bare_namespaces:
             if iri.startswith(ns) and _SAFE_LOCAL.fullmatch(iri[len(ns) :]) and ":" not in iri[len(ns) :]:
                 return iri[len(ns) :]

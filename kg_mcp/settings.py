@@ -18,10 +18,14 @@ class Settings(BaseSettings):
     max_cell_chars: int = Field(200, ge=20, description="longer values are cut in the markdown output")
     max_output_chars: int = Field(60_000, ge=1000, description="hard cap on one tool's markdown output")
     degree_cap: int = Field(10_000, ge=1, description="degrees are counted up to this and shown as N+")
+    count_cap: int = Field(
+        100_000, ge=100, description="edge counts of a hub without load-time statistics stop here (shown as N+)"
+    )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint")
     retries: int = Field(3, ge=0, le=10, description="on 429/5xx and dropped connections")
+    rate_limit: int = Field(0, ge=0, description="HTTP requests a minute per client address (0: no limit)")
     contact: str = Field(
         "https://github.com/kg-mcp/kg-mcp",
         description="contact put in the User-Agent, as Wikimedia's policy asks (an URL or e-mail)",

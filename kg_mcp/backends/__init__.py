@@ -98,8 +98,9 @@ def _local_backend(store: ox.Store, location: str, profile: str | None, settings
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
     bare = [meta["relation_namespace"]] if meta.get("relation_namespace") else []
     vocab = Vocabulary(chosen, meta.get("prefixes", {}), bare)
+    used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
-    return OxigraphBackend(store, chosen, vocab, settings, location=location)
+    return OxigraphBackend(store, chosen, vocab, settings, location=location, label_predicates=used)
 
 
 def _detect(ask) -> Profile:

@@ -40,24 +40,44 @@ def edge_pattern(node: ox.NamedNode, direction: Direction) -> str:
 
 
 def neighbours(
-    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+    profile: Profile,
+    node: ox.NamedNode,
+    direction: Direction,
+    predicates: Sequence[ox.NamedNode] | None,
+    limit: int,
+    label_predicates: Sequence[str] = (),
+    languages: Sequence[str] = (),
 ) -> str:
+    """Up to `limit` edges, each with the neighbour's candidate labels (?ol), in one round trip.
+
+    The edges are limited in a subquery first, so the label join never reads past them (a hub
+    stays cheap); a neighbour with labels in several languages yields one row per label. A
+    second branch, with ?p unbound, carries the labels of `node` itself.
+    """
     restrict = values("p", predicates) if predicates else visible(profile, "p", node)
-    return f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
+    edges = f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
+    if not label_predicates:
+        return edges
+    langs = ", ".join(_string(lang) for lang in [*languages, ""])
+    lang_filter = f"FILTER(LANG(?ol) IN ({langs}))"
+    label = f"OPTIONAL {{ {label_pattern('?o', '?ol', label_predicates)} {lang_filter} }}"
+    own = f"BIND({node} AS ?o) {label_pattern('?o', '?ol', label_predicates)} {lang_filter}"
+    return f"SELECT ?p ?o ?lp ?ol WHERE {{ {{ {{ {edges} }} {label} }} UNION {{ {own} }} }}"
 
 
 def count_neighbours(
-    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, cap: int
 ) -> str:
+    """Edges counted up to `cap` (a result equal to `cap` means "at least"): a hub is never read whole."""
     restrict = values("p", predicates) if predicates else visible(profile, "p", node)
-    return f"SELECT (COUNT(*) AS ?n) WHERE {{ {restrict} {edge_pattern(node, direction)} }}"
+    edges = f"SELECT ?p WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(cap)}"
+    return f"SELECT (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }}"
 
 
-def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction) -> str:
-    return (
-        f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {edge_pattern(node, direction)} {visible(profile, 'p', node)} }} "
-        "GROUP BY ?p ORDER BY DESC(?n)"
-    )
+def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction, cap: int) -> str:
+    """Predicates among the first `cap` edges, with their counts there (all of them below the cap)."""
+    edges = f"SELECT ?p WHERE {{ {edge_pattern(node, direction)} {visible(profile, 'p', node)} }} LIMIT {int(cap)}"
+    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ORDER BY DESC(?n)"
 
 
 def qualifiers(profile: Profile, node: ox.NamedNode, claims: Sequence[ox.NamedNode]) -> str:
@@ -80,33 +100,42 @@ def ask_exists(node: ox.NamedNode) -> str:
     return f"ASK {{ {{ {node} ?p ?o }} UNION {{ ?s ?p {node} }} }}"
 
 
+def label_pattern(subject: str, obj: str, predicates: Sequence[str]) -> str:
+    """`subject` has label `obj` through one of `predicates`, bound to ?lp.
+
+    One triple pattern per predicate joined by UNION: a second VALUES block (for the predicates)
+    would make Oxigraph plan a cross product, hundreds of times slower.
+    """
+    blocks = [f"{{ {subject} <{ox.NamedNode(p).value}> {obj} . BIND(<{ox.NamedNode(p).value}> AS ?lp) }}" for p in predicates]
+    return " UNION ".join(blocks)
+
+
 def labels(nodes: Sequence[Term], predicates: Sequence[str], languages: Sequence[str] | None) -> str:
     """Candidate labels of `nodes`; with `languages`, only those (and untagged) ones."""
     lang_filter = ""
     if languages:
         langs = ", ".join(_string(lang) for lang in [*languages, ""])
         lang_filter = f"FILTER(LANG(?l) IN ({langs}))"
-    preds = values("lp", [ox.NamedNode(p) for p in predicates])
-    return f"SELECT ?x ?lp ?l WHERE {{ {values('x', nodes)} {preds} ?x ?lp ?l . {lang_filter} }}"
+    return f"SELECT ?x ?lp ?l WHERE {{ {values('x', nodes)} {label_pattern('?x', '?l', predicates)} {lang_filter} }}"
 
 
 def any_label(nodes: Sequence[Term], predicates: Sequence[str]) -> str:
-    preds = values("lp", [ox.NamedNode(p) for p in predicates])
-    return f"SELECT ?x (SAMPLE(?l) AS ?label) WHERE {{ {values('x', nodes)} {preds} ?x ?lp ?l . }} GROUP BY ?x"
+    return (
+        f"SELECT ?x (SAMPLE(?l) AS ?label) WHERE {{ {values('x', nodes)} {label_pattern('?x', '?l', predicates)} }} "
+        "GROUP BY ?x"
+    )
 
 
 def exact_label(name: str, predicates: Sequence[str], languages: Sequence[str], limit: int) -> str:
     """Entities whose label is exactly `name` (untagged, xsd:string or one of `languages`): index-friendly."""
     forms = [ox.Literal(name)] + [ox.Literal(name, language=lang) for lang in languages]
-    preds = values("lp", [ox.NamedNode(p) for p in predicates])
-    return f"SELECT DISTINCT ?x WHERE {{ {values('l', forms)} {preds} ?x ?lp ?l . }} LIMIT {int(limit)}"
+    return f"SELECT DISTINCT ?x WHERE {{ {values('l', forms)} {label_pattern('?x', '?l', predicates)} }} LIMIT {int(limit)}"
 
 
 def label_prefix_scan(prefix: str, predicates: Sequence[str], limit: int) -> str:
     """Entities whose label starts with `prefix`, ignoring case: a scan, for stores that can afford it."""
-    preds = values("lp", [ox.NamedNode(p) for p in predicates])
     return (
-        f"SELECT ?x ?l WHERE {{ {preds} ?x ?lp ?l . "
+        f"SELECT ?x ?l WHERE {{ {label_pattern('?x', '?l', predicates)} "
         f"FILTER(isLiteral(?l) && STRSTARTS(LCASE(STR(?l)), {_string(prefix.lower())})) }} LIMIT {int(limit)}"
     )
 

@@ -45,6 +45,7 @@ class RelationCount:
     predicate: ox.NamedNode
     direction: Direction
     count: int
+    exact: bool = True  # False: counted among the first `count_cap` edges of a hub only (a lower bound)
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,16 @@ class Backend(ABC):
 
     # --- references -------------------------------------------------------------------------
     @abstractmethod
-    def resolve_entity(self, ref: str) -> ox.NamedNode:
-        """An entity from an id or an exact label; UnknownEntity (with suggestions) otherwise."""
+    def resolve_entity(self, ref: str, *, check: bool = True) -> ox.NamedNode:
+        """An entity from an id or an exact label; UnknownEntity (with suggestions) otherwise.
+
+        With check=False an id is not looked up: callers that get rows back know it exists and
+        call `require` only when they got none (one query fewer on every ordinary call).
+        """
+
+    @abstractmethod
+    def require(self, node: ox.NamedNode, ref: str) -> None:
+        """Raise UnknownEntity (with suggestions) if `node`, written `ref` by the caller, is not in the KG."""
 
     @abstractmethod
     def resolve_relation(self, ref: str) -> tuple[ox.NamedNode, Direction]:
@@ -106,11 +115,18 @@ class Backend(ABC):
     @abstractmethod
     def count_neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
-    ) -> int: ...
+    ) -> int:
+        """Edges of `node` in one direction (only `predicates` if given); at most `count_cap`, which
+        then means "at least that many"."""
 
     @abstractmethod
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
-        """Every visible predicate around `node` in one direction, with its number of edges."""
+        """Every visible predicate around `node` in one direction, with its number of edges.
+
+        Exact for ordinary nodes and for hubs with recorded statistics; for other nodes with
+        more than `count_cap` edges, counted among the first `count_cap` (marked not exact)."""
+
+    count_cap: int = 100_000
 
     @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 
+from kg_mcp.backends.base import Direction, RelationCount
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput
+from kg_mcp.hubs import hub_stats
 
 
 class OxigraphBackend(SparqlBackend):
@@ -15,6 +17,26 @@ class OxigraphBackend(SparqlBackend):
         super().__init__(*args, **kwargs)
         self.store = store
         self.location = location
+
+    # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
+    def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
+        stats = self._hub_stats(node, direction)
+        if stats is None:
+            return super().relation_counts(node, direction)
+        rows = [(p, n) for p, n in stats.items() if not self.profile.is_hidden(p)]
+        return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
+
+    def count_neighbours(self, node, direction, predicates):
+        stats = self._hub_stats(node, direction)
+        if stats is None:
+            return super().count_neighbours(node, direction, predicates)
+        if predicates:
+            return sum(stats.get(p.value, 0) for p in predicates)
+        return sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
+
+    def _hub_stats(self, node: ox.NamedNode, direction: Direction) -> dict[str, int] | None:
+        # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
+        return hub_stats(self.store, node, direction is Direction.OUTGOING)
 
     def _solutions(self, query: str) -> ox.QuerySolutions:
         try:

@@ -30,6 +30,7 @@ from kg_mcp.profiles import Profile
 from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
+_LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
 
 
 def _chunks(items: Sequence, size: int = _VALUES_CHUNK) -> Iterable[Sequence]:
@@ -42,10 +43,16 @@ class SparqlBackend(Backend):
     # Whether a case-insensitive/prefix label scan is affordable (a full pass over labels).
     label_scan = True
 
-    def __init__(self, profile: Profile, vocab: Vocabulary, settings: Settings):
+    def __init__(
+        self, profile: Profile, vocab: Vocabulary, settings: Settings, *, label_predicates: Sequence[str] | None = None
+    ):
         self.profile = profile
         self.vocab = vocab
         self.settings = settings
+        # The profile's label predicates that this KG uses (fewer predicates, cheaper queries).
+        self.label_predicates = tuple(label_predicates or profile.label_predicates)
+        self.count_cap = settings.count_cap
+        self._label_cache: dict[Term, str | None] = {}
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod
@@ -62,11 +69,11 @@ class SparqlBackend(Backend):
         return 0
 
     # --- references ------------------------------------------------------------------------------
-    def resolve_entity(self, ref: str) -> ox.NamedNode:
+    def resolve_entity(self, ref: str, *, check: bool = True) -> ox.NamedNode:
         ref = check_text(ref, "entity")
         node = self.vocab.parse(ref)
         if node is not None:
-            if self.exists(node):
+            if not check or self.exists(node):
                 return node
             raise self._unknown(ref, f"{ref} is not in the KG.")
         nodes = self._nodes_labelled(ref, limit=6)
@@ -79,6 +86,10 @@ class SparqlBackend(Backend):
                 "Pass the id of the one you mean.",
             )
         raise self._unknown(ref, f"No entity has the id or label {ref!r}.")
+
+    def require(self, node: ox.NamedNode, ref: str) -> None:
+        if not self.exists(node):
+            raise self._unknown(ref, f"{ref} is not in the KG.")
 
     def _unknown(self, ref: str, message: str) -> UnknownEntity:
         """An UnknownEntity error that suggests entities with a similar name."""
@@ -124,16 +135,26 @@ class SparqlBackend(Backend):
         )
 
     def _nodes_labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
-        query = q.exact_label(name, self.profile.label_predicates, self.settings.languages, limit)
+        query = q.exact_label(name, self.label_predicates, self.settings.languages, limit)
         return [s["x"] for s in self._solutions(query) if isinstance(s["x"], ox.NamedNode)]
 
     # --- neighbourhoods --------------------------------------------------------------------------
     def neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
     ) -> list[Neighbour]:
-        rows = [
-            Neighbour(s["p"], s["o"]) for s in self._solutions(q.neighbours(self.profile, node, direction, predicates, limit))
-        ]
+        query = q.neighbours(
+            self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages
+        )
+        rows: dict[tuple[Term, Term], Neighbour] = {}
+        found: dict[Term, tuple[tuple[int, int], str]] = {}
+        for s in self._solutions(query):
+            if s["p"] is not None:  # rows without ?p carry the labels of `node` itself
+                rows.setdefault((s["p"], s["o"]), Neighbour(s["p"], s["o"]))
+            self._consider_label(found, s["o"], s["lp"], s["ol"])
+        # Labels came with the edges. Nodes without one in a preferred language are left to
+        # labels(), which also looks in other languages.
+        self._remember_labels(found)
+        rows = list(rows.values())
         if direction is Direction.OUTGOING and self.profile.statements and rows:
             rows = self._with_qualifiers(node, rows)
         return rows
@@ -164,13 +185,12 @@ class SparqlBackend(Backend):
     def count_neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
     ) -> int:
-        return self._count(q.count_neighbours(self.profile, node, direction, predicates))
+        return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap))
 
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
-        return [
-            RelationCount(s["p"], direction, int(s["n"].value))
-            for s in self._solutions(q.relation_counts(self.profile, node, direction))
-        ]
+        rows = [(s["p"], int(s["n"].value)) for s in self._solutions(q.relation_counts(self.profile, node, direction, self.count_cap))]
+        exact = sum(n for _, n in rows) < self.count_cap
+        return [RelationCount(p, direction, n, exact) for p, n in rows]
 
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool:
         return self._boolean(q.ask_triple(subject, predicate, obj))
@@ -182,26 +202,39 @@ class SparqlBackend(Backend):
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
         # Predicates are named by their property entity (wdt:P19 by wd:P19).
         carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
-        by_carrier = self._best_literals(sorted(set(carrier.values()), key=str), self.profile.label_predicates)
-        return {t: by_carrier[c] for t, c in carrier.items() if c in by_carrier}
+        missing = sorted({c for c in carrier.values() if c not in self._label_cache}, key=str)
+        if missing:
+            best = self._best_literals(missing, self.label_predicates)
+            self._remember_labels({node: best.get(node) for node in missing})
+        return {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+
+    def _remember_labels(self, labels: dict) -> None:
+        if len(self._label_cache) + len(labels) > _LABEL_CACHE_SIZE:
+            self._label_cache.clear()
+        for node, found in labels.items():
+            self._label_cache[node] = found[1] if isinstance(found, tuple) else found
 
     def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]:
         return self._best_literals(list(dict.fromkeys(nodes)), self.profile.description_predicates)
 
+    def _consider_label(self, best: dict, node: Term, predicate: Term | None, literal: Term | None) -> None:
+        """Keep `literal` as `node`'s label if it ranks better: preferred language, then predicate."""
+        if not isinstance(literal, ox.Literal) or predicate is None:
+            return
+        languages = self.settings.languages
+        lang = literal.language or ""
+        lang_rank = languages.index(lang) if lang in languages else len(languages)
+        preds = self.label_predicates
+        rank = (lang_rank, preds.index(predicate.value) if predicate.value in preds else 99)
+        if node not in best or rank < best[node][0]:
+            best[node] = (rank, literal.value)
+
     def _best_literals(self, nodes: Sequence[ox.NamedNode], predicates: Sequence[str]) -> dict:
         """For each node, the literal of the first predicate in the first preferred language."""
-        languages = self.settings.languages
-        lang_rank = {lang: i for i, lang in enumerate(languages)}
-        pred_rank = {p: i for i, p in enumerate(predicates)}
         best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
         for chunk in _chunks(nodes):
-            for s in self._solutions(q.labels(chunk, predicates, languages)):
-                literal = s["l"]
-                if not isinstance(literal, ox.Literal):
-                    continue
-                rank = (lang_rank.get(literal.language or "", len(languages)), pred_rank.get(s["lp"].value, 99))
-                if s["x"] not in best or rank < best[s["x"]][0]:
-                    best[s["x"]] = (rank, literal.value)
+            for s in self._solutions(q.labels(chunk, predicates, self.settings.languages)):
+                self._consider_label(best, s["x"], s["lp"], s["l"])
         missing = [n for n in nodes if n not in best]
         for chunk in _chunks(missing):  # no label in a preferred language: take any language
             for s in self._solutions(q.any_label(chunk, predicates)):
@@ -242,7 +275,7 @@ class SparqlBackend(Backend):
             return []
         lowered = name.lower()
         matches: dict[ox.NamedNode, str] = {}
-        query = q.label_prefix_scan(name, self.profile.label_predicates, limit)
+        query = q.label_prefix_scan(name, self.label_predicates, limit)
         for s in self._solutions(query):
             if isinstance(s["x"], ox.NamedNode):
                 match = "case-insensitive" if s["l"].value.lower() == lowered else "prefix"

@@ -16,7 +16,7 @@ _BATCH_BYTES = 1 << 20
 _POSITION = re.compile(r"^Parser error (?:at|between) [^:]*: ")
 
 
-def _reason(error: SyntaxError) -> str:
+def syntax_reason(error: SyntaxError) -> str:
     message = _POSITION.sub("", str(error.msg or error))
     return f"{message} (column {error.offset})" if error.offset else message
 
@@ -60,7 +60,7 @@ def _parse_batch(lines, first, path, fmt, base_iri, bad) -> Iterator[ox.Quad]:
                 break
         if culprit is None:  # no single line fails: blame the parser's line rather than loop
             culprit, error = hint, result
-        bad.handle(LoadError(path, first + culprit, _reason(error)))
+        bad.handle(LoadError(path, first + culprit, syntax_reason(error)))
         pending.extend([(culprit + 1, hi), (lo, culprit)])
 
 
@@ -77,7 +77,41 @@ def read_rdf_document(
             if skip_bad
             else ""
         )
-        raise LoadError(path, e.lineno, _reason(e) + hint) from None
+        raise LoadError(path, e.lineno, syntax_reason(e) + hint) from None
     for prefix, iri in parser.prefixes.items():
         if prefix:  # the empty prefix means something different in every file
             prefixes.setdefault(prefix, iri)
+
+
+def bulk_load_lines(store: ox.Store, stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None) -> None:
+    """Load an N-Triples stream with pyoxigraph's native bulk loader (no Python per triple).
+
+    Used when no line may be skipped: the first syntax error stops the load, and the line to
+    blame is found by re-reading the few lines around the parser's position.
+    """
+    try:
+        store.bulk_load(input=stream, format=fmt, base_iri=base_iri)
+    except SyntaxError as error:
+        line, culprit = blame_line(path, fmt, base_iri, error)
+        raise LoadError(path, line, syntax_reason(culprit)) from None
+
+
+def blame_line(
+    path: Path, fmt: ox.RdfFormat, base_iri: str | None, error: SyntaxError
+) -> tuple[int | None, SyntaxError]:
+    """The line at fault and its own error: a missing dot is noticed one line late."""
+    from kg_mcp.loading.sources import open_source
+
+    if not error.lineno:
+        return None, error
+    first = max(1, error.lineno - 1)
+    with open_source(path) as stream:
+        for number, line in enumerate(stream, 1):
+            if number < first:
+                continue
+            if number > error.lineno:
+                break
+            alone = _parse(line, fmt, base_iri)
+            if isinstance(alone, SyntaxError):
+                return number, alone
+    return error.lineno, error

@@ -26,6 +26,7 @@ class LoadReport:
     bad_line_examples: list[str] = field(default_factory=list)  # "file:line: reason"
     seconds: float = 0.0
     store_triples: int = 0  # quads in the store after the load, kg-mcp's own metadata excluded
+    hubs: int = 0  # (node, direction) pairs with predicate statistics after the load
 
     @property
     def triples(self) -> int:
@@ -40,6 +41,8 @@ class LoadReport:
     def summary(self) -> str:
         """A few human-readable lines."""
         lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s)" for s in self.sources]
+        if self.hubs:
+            lines.append(f"predicate statistics kept for {self.hubs:,} hub direction(s)")
         if self.bad_lines:
             lines.append(f"skipped {self.bad_lines:,} bad lines, e.g.:")
             lines += [f"  {example}" for example in self.bad_line_examples]

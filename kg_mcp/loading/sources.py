@@ -6,7 +6,7 @@ import bz2
 import gzip
 import io
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +88,8 @@ def check_readable(path: Path) -> None:
 class _GuardedRaw(io.RawIOBase):
     """Turns read and decompression failures into a LoadError naming the file and the line reached."""
 
-    def __init__(self, path: Path, inner: BinaryIO):
-        self._path, self._inner, self._newlines = path, inner, 0
+    def __init__(self, path: Path, inner: BinaryIO, on_chunk: Callable[[bytes], None] | None = None):
+        self._path, self._inner, self._newlines, self._on_chunk = path, inner, 0, on_chunk
 
     def readable(self) -> bool:
         return True
@@ -103,7 +103,13 @@ class _GuardedRaw(io.RawIOBase):
             raise self._error(f"cannot read ({e})") from e
         buffer[: len(data)] = data
         self._newlines += data.count(b"\n")
+        if self._on_chunk is not None:
+            self._on_chunk(data)
         return len(data)
+
+    @property
+    def lines(self) -> int:
+        return self._newlines
 
     def _error(self, reason: str) -> LoadError:
         return LoadError(self._path, self._newlines + 1, reason)
@@ -114,12 +120,15 @@ class _GuardedRaw(io.RawIOBase):
 
 
 @contextmanager
-def open_source(path: Path) -> Iterator[BinaryIO]:
-    """The source's bytes, decompressed according to its last suffix (.gz, .bz2)."""
+def open_source(path: Path, on_chunk: Callable[[bytes], None] | None = None) -> Iterator[BinaryIO]:
+    """The source's bytes, decompressed according to its last suffix (.gz, .bz2).
+
+    `on_chunk` sees every chunk read (progress, hub sampling); `stream.raw.lines` counts newlines.
+    """
     opener = _OPENERS.get(path.suffix.lower(), open)
     try:
         inner = opener(path, "rb")
     except OSError as e:
         raise LoadError(path, None, f"cannot open ({e.strerror or e})") from e
-    with io.BufferedReader(_GuardedRaw(path, inner), buffer_size=1 << 20) as stream:
+    with io.BufferedReader(_GuardedRaw(path, inner, on_chunk), buffer_size=1 << 20) as stream:
         yield stream

@@ -12,19 +12,23 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from kg_mcp.backends import Backend
 from kg_mcp.errors import KGError
+from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import ToolOutput
 from kg_mcp.tools.find_entities import FindResult, find_entities
 from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
 from kg_mcp.tools.search import SearchResult, search
 from kg_mcp.tools.sparql import SparqlResult, sparql
+from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
+from kg_mcp.traversal import TraversalStore
 
 __all__ = ["register_tools", "search", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
@@ -107,6 +111,45 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         """Entities by name (exact label, then case-insensitive, then prefix): id, label, description and degree."""
         return run(find_entities, name, limit)
 
+    # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
+    # is not idempotent: the same call after a backtrack lands elsewhere.
+    traversals = TraversalStore()
+    ranker = ranker_from_env()
+
+    @server.tool(
+        name="kgr_search",
+        annotations=annotations.model_copy(update={"idempotent_hint": False}),
+    )
+    def kgr_search_tool(
+        ctx: Context,
+        entity: Annotated[
+            str | None,
+            Field(description="The entity to search (id or exact label). Leave out with backtrack=true."),
+        ] = None,
+        question: Annotated[
+            str | None,
+            Field(description="The question being answered: ranks the triples; a new question starts a new traversal."),
+        ] = None,
+        backtrack: Annotated[
+            bool,
+            Field(description="Leave the current entity for its parent and explore the parent's next-best unexplored neighbour."),
+        ] = False,
+        session: Annotated[
+            str | None,
+            Field(description="A traversal id of your choosing, one per question (needed over stateless HTTP to backtrack)."),
+        ] = None,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="Most triples to return.")] = DEFAULT_TOP_K,
+    ) -> Annotated[CallToolResult, TraverseResult]:
+        """Triples around an entity (both directions), ranked by relevance to the question, top k.
+
+        Every search extends a traversal tree (which entity was reached from which). With
+        backtrack=true the search returns to the parent of the current entity and explores its
+        next-best unexplored neighbour, climbing further up while a parent has none left, up to the
+        topic entity.
+        """
+        tree = traversals.tree(traversal_key(session, ctx.headers), question)
+        return run(kgr_search, tree, ranker, entity, backtrack, top_k)
+
     if settings.sparql_tool:
 
         @server.tool(name="sparql", annotations=annotations)
@@ -115,3 +158,4 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         ) -> Annotated[CallToolResult, SparqlResult]:
             """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
             return run(sparql, query)
+

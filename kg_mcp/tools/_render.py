@@ -59,16 +59,14 @@ class Namer:
         return self.backend.vocab.compact(term)
 
     def out(self, term: Term) -> TermOut:
+        # model_construct: these fields come from typed terms; the SDK validates the whole
+        # structured result against the tool's output schema once, at the protocol boundary.
         if isinstance(term, ox.Literal):
-            return TermOut(
-                id=term.value,
-                kind="literal",
-                datatype=self.id(term.datatype) if not term.language else None,
-                language=term.language,
-            )
+            datatype = self.id(term.datatype) if not term.language else None
+            return TermOut.model_construct(id=term.value, label=None, kind="literal", datatype=datatype, language=term.language)
         if isinstance(term, ox.BlankNode):
-            return TermOut(id=self.id(term), kind="blank")
-        return TermOut(id=self.id(term), label=self.label(term))
+            return TermOut.model_construct(id=self.id(term), label=None, kind="blank", datatype=None, language=None)
+        return TermOut.model_construct(id=self.id(term), label=self.label(term), kind="iri", datatype=None, language=None)
 
     def value_text(self, term: Term) -> str:
         """What the markdown shows for a value: ids as ids, literals as their text (dates shortened)."""

@@ -25,6 +25,7 @@ class RelationRow(BaseModel):
     relation: str
     label: str | None
     triples: int
+    exact: bool = True  # False: counted among a hub's first edges only, so "at least"
 
 
 class RelationsResult(BaseModel):
@@ -33,18 +34,31 @@ class RelationsResult(BaseModel):
 
 
 def get_relations(backend: Backend, settings: Settings, entity: str) -> ToolOutput:
-    node = backend.resolve_entity(entity)
+    node = backend.resolve_entity(entity, check=False)
     counts = backend.relation_counts(node, Direction.OUTGOING) + backend.relation_counts(node, Direction.INCOMING)
+    if not counts:
+        backend.require(node, entity)
     namer = Namer(backend, settings, [node, *(c.predicate for c in counts)])
     rows = [
-        RelationRow(relation=relation_name(namer, c.predicate, c.direction), label=namer.predicate_label(c.predicate), triples=c.count)
+        RelationRow(
+            relation=relation_name(namer, c.predicate, c.direction),
+            label=namer.predicate_label(c.predicate),
+            triples=c.count,
+            exact=c.exact,
+        )
         for c in counts
     ]
     n_out = sum(1 for c in counts if c.direction is Direction.OUTGOING)
     text = (
         f"relations of {namer.heading(node)}: {n_out} outgoing, {len(rows) - n_out} incoming (~ = walked backwards).\n"
-        + table(("relation", "label", "triples"), ((r.relation, r.label, str(r.triples)) for r in rows), settings)
+        + table(
+            ("relation", "label", "triples"),
+            ((r.relation, r.label, str(r.triples) if r.exact else f"{r.triples}+") for r in rows),
+            settings,
+        )
     )
+    if not all(r.exact for r in rows):
+        text += f"\nN+: a hub, counted among its first {backend.count_cap:,} edges in that direction."
     text = capped(text, settings, "Use explore_kg on the relations you need.")
     return ToolOutput(text, RelationsResult(entity=namer.out(node), relations=rows))
 
@@ -63,7 +77,7 @@ class ExploreResult(BaseModel):
 
 
 def explore_kg(backend: Backend, settings: Settings, entity: str, relations: list[str]) -> ToolOutput:
-    node = backend.resolve_entity(entity)
+    node = backend.resolve_entity(entity, check=False)
     if not relations:
         raise InvalidInput("relations is empty.", "Pass one or more relations from get_relations, e.g. ['directed_by'].")
     if len(relations) > MAX_RELATIONS:
@@ -75,6 +89,8 @@ def explore_kg(backend: Backend, settings: Settings, entity: str, relations: lis
         found = backend.neighbours(node, direction, [predicate], limit + 1)
         total = len(found) if len(found) <= limit else backend.count_neighbours(node, direction, [predicate])
         walked.append((predicate, direction, [n.value for n in found[:limit]], total))
+    if not any(total for *_, total in walked):
+        backend.require(node, entity)
     namer = Namer(backend, settings, [node])
     namer.add(t for predicate, _, values, _ in walked for t in (predicate, *values))
     results, md_rows, notes = [], [], []
@@ -93,7 +109,7 @@ def explore_kg(backend: Backend, settings: Settings, entity: str, relations: lis
         if total == 0:
             notes.append(f"{name}: no triples")
         elif total > len(values):
-            notes.append(f"{name}: shown {len(values)} of {total}")
+            notes.append(f"{name}: shown {len(values)} of {total}{'+' if total >= backend.count_cap else ''}")
     total_rows = sum(r.total for r in results)
     text = f"explore_kg {namer.heading(node)}: {plural(total_rows, 'triple')}"
     if notes:

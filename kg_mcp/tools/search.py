@@ -36,6 +36,7 @@ class PropertyCount(BaseModel):
     property: str
     propertyLabel: str | None
     rows: int
+    exact: bool = True  # False: counted among a hub's first edges only, so "at least"
 
 
 class SearchResult(BaseModel):
@@ -43,6 +44,7 @@ class SearchResult(BaseModel):
     direction: Literal["outgoing", "incoming"]
     view: Literal["rows", "properties"]
     total: int
+    total_exact: bool = True  # False: `total` is a lower bound (a hub counted only in part)
     shown: int
     truncated: bool
     rows: list[SearchRow] = []
@@ -56,20 +58,22 @@ def search(
     direction: str = "outgoing",
     properties_to_filter_for: list[str] | None = None,
 ) -> ToolOutput:
-    node = backend.resolve_entity(entity)
+    node = backend.resolve_entity(entity, check=False)
     try:
         way = Direction(direction)
     except ValueError:
         raise InvalidInput(f"direction must be 'outgoing' or 'incoming', not {direction!r}.") from None
     if properties_to_filter_for:
-        return _filtered(backend, settings, node, way, properties_to_filter_for)
+        return _filtered(backend, settings, node, way, properties_to_filter_for, entity)
     rows = backend.neighbours(node, way, None, settings.search_k + 1)
     if len(rows) > settings.search_k:
         return _property_view(backend, settings, node, way)
+    if not rows:
+        backend.require(node, entity)
     return _rows_view(backend, settings, node, way, rows, total=len(rows), filtered=False)
 
 
-def _filtered(backend: Backend, settings: Settings, node, way: Direction, wanted: list[str]) -> ToolOutput:
+def _filtered(backend: Backend, settings: Settings, node, way: Direction, wanted: list[str], ref: str) -> ToolOutput:
     if len(wanted) > MAX_FILTERS:
         raise InvalidInput(f"At most {MAX_FILTERS} properties can be filtered for at once; got {len(wanted)}.")
     predicates = []
@@ -88,30 +92,41 @@ def _filtered(backend: Backend, settings: Settings, node, way: Direction, wanted
         total = backend.count_neighbours(node, way, predicates)
         rows = rows[: settings.search_p]
     if not rows:
-        return _no_rows(backend, settings, node, way, predicates)
-    return _rows_view(backend, settings, node, way, rows, total=total, filtered=True)
+        return _no_rows(backend, settings, node, way, predicates, ref)
+    exact = total < backend.count_cap
+    return _rows_view(backend, settings, node, way, rows, total=total, filtered=True, exact=exact)
 
 
 def _rows_view(
-    backend: Backend, settings: Settings, node, way: Direction, rows: list[Neighbour], *, total: int, filtered: bool
+    backend: Backend,
+    settings: Settings,
+    node,
+    way: Direction,
+    rows: list[Neighbour],
+    *,
+    total: int,
+    filtered: bool,
+    exact: bool = True,
 ) -> ToolOutput:
     namer = Namer(backend, settings, [node])
     namer.add(t for r in rows for t in (r.predicate, r.value))
     namer.add(t for r in rows for qual in r.qualifiers for t in (qual.predicate, qual.value))
     out_rows = [
-        SearchRow(
+        SearchRow.model_construct(
             property=namer.id(r.predicate),
             propertyLabel=namer.predicate_label(r.predicate),
             value=namer.out(r.value),
             qualifiers=[
-                QualifierRow(property=namer.id(q.predicate), propertyLabel=namer.predicate_label(q.predicate), value=namer.out(q.value))
+                QualifierRow.model_construct(
+                    property=namer.id(q.predicate), propertyLabel=namer.predicate_label(q.predicate), value=namer.out(q.value)
+                )
                 for q in r.qualifiers
             ],
         )
         for r in rows
     ]
     truncated = total > len(rows)
-    head = f"search {namer.heading(node)}, {way.value}: {plural(total, 'row')}"
+    head = f"search {namer.heading(node)}, {way.value}: {'' if exact else 'at least '}{plural(total, 'row')}"
     if truncated:
         head += f", showing the first {len(rows)} (cut). Filter for fewer properties to see the rest."
     elif not filtered and not rows:
@@ -137,6 +152,7 @@ def _rows_view(
         shown=len(rows),
         truncated=truncated,
         rows=out_rows,
+        total_exact=exact,
     )
     return ToolOutput(text, data)
 
@@ -145,23 +161,41 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
     counts = backend.relation_counts(node, way)
     namer = Namer(backend, settings, [node, *(c.predicate for c in counts)])
     total = sum(c.count for c in counts)
-    props = [PropertyCount(property=namer.id(c.predicate), propertyLabel=namer.predicate_label(c.predicate), rows=c.count) for c in counts]
+    exact = all(c.exact for c in counts)
+    props = [
+        PropertyCount(property=namer.id(c.predicate), propertyLabel=namer.predicate_label(c.predicate), rows=c.count, exact=c.exact)
+        for c in counts
+    ]
+    size = plural(total, "row") if exact else f"at least {total:,} rows (counted among the first {backend.count_cap:,})"
     text = (
-        f"search {namer.heading(node)}, {way.value}: {plural(total, 'row')}, more than {settings.search_k}; "
+        f"search {namer.heading(node)}, {way.value}: {size}, more than {settings.search_k}; "
         f"showing its {plural(len(props), 'property')} instead. Call search again with "
         "properties_to_filter_for set to the ones you need.\n"
-        + table(("property", "propertyLabel", "rows"), ((p.property, p.propertyLabel, str(p.rows)) for p in props), settings)
+        + table(
+            ("property", "propertyLabel", "rows"),
+            ((p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in props),
+            settings,
+        )
     )
     text = capped(text, settings, "Filter for the properties you need.")
     data = SearchResult(
-        entity=namer.out(node), direction=way.value, view="properties", total=total, shown=0, truncated=True, properties=props
+        entity=namer.out(node),
+        direction=way.value,
+        view="properties",
+        total=total,
+        total_exact=exact,
+        shown=0,
+        truncated=True,
+        properties=props,
     )
     return ToolOutput(text, data)
 
 
-def _no_rows(backend: Backend, settings: Settings, node, way: Direction, predicates) -> ToolOutput:
+def _no_rows(backend: Backend, settings: Settings, node, way: Direction, predicates, ref: str) -> ToolOutput:
     """Zero rows for a filter: say which properties the entity does have in that direction."""
     counts = backend.relation_counts(node, way)
+    if not counts:
+        backend.require(node, ref)
     namer = Namer(backend, settings, [node, *predicates, *(c.predicate for c in counts)])
     asked = ", ".join(namer.id(p) for p in predicates)
     if counts:

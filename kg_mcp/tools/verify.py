@@ -109,6 +109,12 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
             shown = ", ".join(namer.value_text(v) for v in matches[:5])
             return verdict("supported", f"{namer.heading(subject)} {_arrow(relation, direction)} {shown}", evidence)
         seen_values += [(subject, v) for v in values]
+    if not seen_values:
+        try:
+            for subject in subjects:
+                backend.require(subject, claim.subject)
+        except UnknownEntity as e:
+            return verdict("unknown_entity", f"subject: {e.message}")
     if seen_values:
         listed = ", ".join(
             f"{namer.value_text(v)}" + (f" ({namer.label(v)})" if namer.label(v) else "") for _, v in seen_values[:MAX_CONFLICTS_SHOWN]
@@ -129,7 +135,8 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
 def _entities(backend: Backend, ref: str) -> list[ox.NamedNode]:
     """The entities `ref` may mean: one for an id, all exact-label matches (up to 5) for a name."""
     try:
-        return [backend.resolve_entity(ref)]
+        # Not looked up yet: _check requires the subject only when it finds no triples for it.
+        return [backend.resolve_entity(ref, check=False)]
     except InvalidInput:  # an ambiguous label: check the claim against each candidate
         hits = [h.node for h in backend.find_entities(ref, 5) if h.match in ("exact", "id")]
         if hits:

@@ -1,0 +1,109 @@
+"""Per-node predicate statistics for hubs, kept in the store so a hub's survey costs one lookup.
+
+A hub (a country, "human", a language) can have millions of edges; counting its predicates at
+query time reads every one of them. At load time, nodes with at least `threshold` edges in one
+direction get a record in the graph `urn:kg-mcp:stats`: one quad per (node, direction) whose
+object is a JSON map {predicate IRI: edge count}. Later loads recount the hubs they touch.
+
+Finding hubs must not cost a pass over the store: `HubSampler` reads every SAMPLE_EVERY-th
+N-Triples line (or quad) while loading and flags the nodes seen often enough to possibly reach
+the threshold; only those are counted exactly, in Rust, with one aggregate query each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+import pyoxigraph as ox
+
+STATS_GRAPH = ox.NamedNode("urn:kg-mcp:stats")
+OUT_DEGREE = ox.NamedNode("urn:kg-mcp:out-degree")
+IN_DEGREE = ox.NamedNode("urn:kg-mcp:in-degree")
+DEFAULT_THRESHOLD = 10_000
+SAMPLE_EVERY = 16
+
+
+def hub_stats(store: ox.Store, node: ox.NamedNode, outgoing: bool) -> dict[str, int] | None:
+    """The {predicate IRI: count} record of a hub, or None for a node that is not one."""
+    for quad in store.quads_for_pattern(node, OUT_DEGREE if outgoing else IN_DEGREE, None, STATS_GRAPH):
+        return json.loads(quad.object.value)
+    return None
+
+
+def hubs_recorded(store: ox.Store) -> set[ox.NamedNode]:
+    return {q.subject for q in store.quads_for_pattern(None, None, None, STATS_GRAPH) if isinstance(q.subject, ox.NamedNode)}
+
+
+class HubSampler:
+    """Counts subjects and objects in a systematic sample of what is loaded.
+
+    A node with d edges spread anywhere in the input gets about d / SAMPLE_EVERY samples, so one
+    with threshold edges is flagged with a wide margin (half the expected samples suffice).
+    """
+
+    def __init__(self, threshold: int = DEFAULT_THRESHOLD):
+        self.threshold = threshold
+        self.subjects: Counter[bytes | str] = Counter()
+        self.objects: Counter[bytes | str] = Counter()
+        self._carry = 0  # position in the sampling period across chunks
+
+    def sample_lines(self, chunk: bytes) -> None:
+        """Sample N-Triples lines of a raw chunk (lines cut at chunk edges are harmless noise)."""
+        lines = chunk.split(b"\n")
+        start = (-self._carry) % SAMPLE_EVERY
+        self._carry = (self._carry + len(lines) - 1) % SAMPLE_EVERY
+        picked = [line.rstrip() for line in lines[start::SAMPLE_EVERY]]
+        self.subjects.update(line[: line.find(b">") + 1] for line in picked if line.startswith(b"<"))
+        # Hubs are IRIs, and an IRI object ends its line as "<...> ." (a typed literal's datatype
+        # looks the same; such a candidate simply has no edges as an object and is dropped).
+        self.objects.update(line[line.rfind(b" <", 0, -2) + 1 : -2] for line in picked if line.endswith(b"> ."))
+
+    def sample_quads(self, quads: Iterable[ox.Quad]) -> Iterator[ox.Quad]:
+        """Pass `quads` through, sampling their subjects and IRI objects."""
+        for i, quad in enumerate(quads):
+            if i % SAMPLE_EVERY == 0:
+                self.subjects[quad.subject.value] += 1
+                if isinstance(quad.object, ox.NamedNode):
+                    self.objects[quad.object.value] += 1
+            yield quad
+
+    def candidates(self) -> tuple[set[ox.NamedNode], set[ox.NamedNode]]:
+        """(possible out-hubs, possible in-hubs) seen in the sample."""
+        floor = max(1, self.threshold // SAMPLE_EVERY // 2)
+        return _nodes(self.subjects, floor), _nodes(self.objects, floor)
+
+
+def _nodes(counter: Counter, floor: int) -> set[ox.NamedNode]:
+    found = set()
+    for token, seen in counter.items():
+        if seen < floor:
+            continue
+        iri = token.decode("utf-8", "replace").strip("<>") if isinstance(token, bytes) else token
+        try:
+            found.add(ox.NamedNode(iri))
+        except ValueError:  # a fragment cut at a chunk edge
+            pass
+    return found
+
+
+def record_hubs(
+    store: ox.Store, outgoing: set[ox.NamedNode], incoming: set[ox.NamedNode], threshold: int = DEFAULT_THRESHOLD
+) -> int:
+    """Count the candidates' predicates exactly and (re)write the records of those at or above the
+    threshold; earlier hubs are recounted too, since a load may have added edges to them."""
+    for node in hubs_recorded(store):
+        outgoing.add(node)
+        incoming.add(node)
+    written = 0
+    for nodes, predicate, pattern in ((outgoing, OUT_DEGREE, "{node} ?p ?o"), (incoming, IN_DEGREE, "?s ?p {node}")):
+        for node in nodes:
+            query = f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {pattern.format(node=node)} }} GROUP BY ?p"
+            counts = {s["p"].value: int(s["n"].value) for s in store.query(query)}
+            for old in list(store.quads_for_pattern(node, predicate, None, STATS_GRAPH)):
+                store.remove(old)
+            if sum(counts.values()) >= threshold:
+                store.add(ox.Quad(node, predicate, ox.Literal(json.dumps(counts)), STATS_GRAPH))
+                written += 1
+    return written

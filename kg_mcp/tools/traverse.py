@@ -1,0 +1,296 @@
+"""`kgr_search`: KG-Reasoner's retrieval, with a traversal tree and backtracking.
+
+A search returns the triples around an entity, both directions, as numbered lines
+`(i) subject [id] | relation | object [id]`, ranked by relevance to the question when one is
+given and cut to the top k. Large neighbourhoods are read by relation, the most relevant
+relations first, up to FETCH_BUDGET edges, so a hub costs no more than a small entity.
+
+Each explored entity joins the session's traversal tree (`kg_mcp.traversal`). `backtrack=true`
+leaves the current entity for its parent and explores the parent's next-best unexplored
+neighbour, climbing further up while an ancestor has none left, until the topic entity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyoxigraph as ox
+from pydantic import BaseModel
+
+from kg_mcp.backends import Backend, Direction
+from kg_mcp.backends.base import Term
+from kg_mcp.errors import InvalidInput
+from kg_mcp.ranking import Ranker, top_k
+from kg_mcp.settings import Settings
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural
+from kg_mcp.traversal import Candidate, Node, Tree
+
+FETCH_BUDGET = 1000  # edges read around one entity
+DEFAULT_TOP_K = 20
+MAX_TOP_K = 100
+
+
+class TripleOut(BaseModel):
+    subject: TermOut
+    relation: str
+    relationLabel: str | None
+    object: TermOut
+    score: float | None = None
+
+
+class TraverseResult(BaseModel):
+    entity: TermOut  # whose triples these are: the current entity after the call
+    parent: TermOut | None = None
+    via: str | None = None  # relation from the parent to the entity (`~rel` = backwards)
+    backtracked_from: TermOut | None = None
+    climbed: list[TermOut] = []  # ancestors passed on the way up, nothing left under them
+    exhausted: bool = False  # a backtrack found no unexplored neighbour anywhere up to the root
+    path: list[TermOut] = []  # from the root (topic entity) down to the entity
+    total: int = 0  # triples around the entity
+    read: int = 0  # triples read (less than total when the neighbourhood was too large)
+    shown: int = 0
+    ranked_by: str | None = None  # the ranker's name, when a question ordered the triples
+    triples: list[TripleOut] = []
+
+
+def traversal_key(session: str | None, headers: Mapping[str, str] | None) -> str | None:
+    """Where a kgr_search call's traversal tree is kept (see kg_mcp/traversal.py); None: nowhere.
+
+    >>> traversal_key("q7", None), traversal_key(None, None), traversal_key(None, {"mcp-session-id": "ab"})
+    ('session:q7', 'local', 'mcp-session:ab')
+    >>> traversal_key(None, {"host": "x"}) is None
+    True
+    """
+    if session:
+        return f"session:{session}"
+    if headers is None:  # stdio or in-process: one client per server
+        return "local"
+    mcp_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
+    return f"mcp-session:{mcp_session}" if mcp_session else None
+
+
+@dataclass
+class _Edge:
+    predicate: ox.NamedNode
+    direction: Direction
+    value: Term
+
+
+@dataclass
+class _View:
+    """One read of an entity's neighbourhood: its edges, how many there are, labels, rank scores."""
+
+    node: ox.NamedNode
+    edges: list[_Edge]
+    total: int
+    namer: Namer
+    scores: list[float]
+
+
+def kgr_search(
+    backend: Backend,
+    settings: Settings,
+    tree: Tree,
+    ranker: Ranker,
+    entity: str | None = None,
+    backtrack: bool = False,
+    k: int = DEFAULT_TOP_K,
+) -> ToolOutput:
+    if not 1 <= k <= MAX_TOP_K:
+        raise InvalidInput(f"top_k must be between 1 and {MAX_TOP_K}, not {k}.")
+    with tree.lock:
+        if backtrack:
+            return _backtrack(backend, settings, tree, ranker, k)
+        if not entity or not entity.strip():
+            raise InvalidInput("Give the entity to search, or backtrack=true.")
+        node = backend.resolve_entity(entity.strip())
+        view = _read(backend, settings, node, tree.question, ranker)
+        entity_id = view.namer.id(node)
+        if entity_id in tree.nodes:
+            tree.revisit(entity_id)
+        else:
+            parent, via = tree.placement(entity_id)
+            _explore(tree, view, parent, via)
+        return _render(backend, settings, tree, ranker, view, k)
+
+
+def _backtrack(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, k: int) -> ToolOutput:
+    step = tree.backtrack()
+    namer = Namer(backend, settings)
+    left = _term(backend, namer, step.left)
+    climbed = [_term(backend, namer, i) for i in step.climbed]
+    if step.offered is None:
+        root = climbed[-1]
+        text = (
+            f"Backtracked from {_name(left)}: no entity on the way up to the topic entity {_name(root)} has an "
+            "unexplored neighbour left; there is nothing to go back to. Answer from the triples you have, "
+            "or search another entity."
+        )
+        data = TraverseResult(entity=root, backtracked_from=left, climbed=climbed, exhausted=True, path=[root])
+        return ToolOutput(text, data)
+    offered = step.offered
+    view = _read(backend, settings, _node(backend, offered.id), tree.question, ranker)
+    _explore(tree, view, step.parent, offered.relation)
+    out = _render(backend, settings, tree, ranker, view, k)
+    parent = _term(backend, namer, step.parent)
+    child = _term(backend, namer, offered.id)
+    passed = "".join(f" {_name(c)} has no unexplored neighbour left;" for c in climbed)
+    head = (
+        f"Backtracked from {_name(left)}:{passed} back at {_name(parent)}, whose next-best unexplored "
+        f"neighbour is {_name(child)} ({_link_text(parent, offered.relation, child)}).\n"
+    )
+    out.data.backtracked_from = left
+    out.data.climbed = climbed
+    return ToolOutput(capped(head + out.text, settings, "Ask for fewer triples (top_k)."), out.data)
+
+
+def _read(backend: Backend, settings: Settings, node: ox.NamedNode, question: str, ranker: Ranker) -> _View:
+    edges, total = _neighbourhood(backend, node, question, ranker)
+    namer = Namer(backend, settings, [node, *(e.predicate for e in edges), *(e.value for e in edges)])
+    return _View(node, edges, total, namer, _scores(namer, node, edges, question, ranker))
+
+
+def _ranked(view: _View, question: str) -> list[int]:
+    """Edge indexes, most relevant first (the KG's order without a question)."""
+    return top_k(view.scores, len(view.edges)) if question else list(range(len(view.edges)))
+
+
+def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> None:
+    """Add the entity to the tree with its neighbour entities, best first."""
+    namer, node = view.namer, view.node
+    best: dict[str, Candidate] = {}
+    for i in _ranked(view, tree.question):
+        edge = view.edges[i]
+        if not isinstance(edge.value, ox.NamedNode) or edge.value == node:
+            continue
+        value_id = namer.id(edge.value)
+        if value_id not in best:
+            relation = namer.id(edge.predicate)
+            best[value_id] = Candidate(
+                id=value_id,
+                label=namer.label(edge.value),
+                relation=relation if edge.direction is Direction.OUTGOING else f"~{relation}",
+                score=round(view.scores[i], 4),
+            )
+    tree.add(Node(id=namer.id(node), label=namer.label(node), parent=parent, via=via, candidates=list(best.values())))
+
+
+def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:
+    namer, node, edges = view.namer, view.node, view.edges
+    order = _ranked(view, tree.question)[:k]
+    entity_id = namer.id(node)
+    path_ids = tree.path(entity_id)
+    this = namer.out(node)
+    triples = []
+    lines = []
+    for n, i in enumerate(order, 1):
+        edge = edges[i]
+        subject, obj = (node, edge.value) if edge.direction is Direction.OUTGOING else (edge.value, node)
+        triple = TripleOut(
+            subject=namer.out(subject),
+            relation=namer.id(edge.predicate),
+            relationLabel=namer.predicate_label(edge.predicate),
+            object=namer.out(obj),
+            score=round(view.scores[i], 4) if tree.question else None,
+        )
+        triples.append(triple)
+        lines.append(f"({n}) {cell(_shown(namer, subject), settings)} | {triple.relation} | {cell(_shown(namer, obj), settings)}")
+    total = view.total
+    head = f"{_name(this)}: {plural(total, 'triple')}"
+    if len(order) < total:
+        head += f", the {len(order)} most relevant to the question shown" if tree.question else f", the first {len(order)} shown"
+    if len(edges) < total:
+        head += f" (a large neighbourhood: only the {len(edges)} triples of its most relevant relations were read)"
+    head += "."
+    path = [_term(backend, namer, i) for i in path_ids]
+    if len(path) > 1:
+        steps = " ".join(f"--{tree.nodes[i].via}--> {_name(t)}" for i, t in zip(path_ids[1:], path[1:]))
+        head += f"\nPath from the topic entity: {_name(path[0])} {steps}"
+    text = head + ("\n" + "\n".join(lines) if lines else "\nIt has no triples.")
+    current = tree.nodes[entity_id]
+    data = TraverseResult(
+        entity=this,
+        parent=_term(backend, namer, current.parent) if current.parent else None,
+        via=current.via,
+        path=path,
+        total=total,
+        read=len(edges),
+        shown=len(triples),
+        ranked_by=ranker.name if tree.question else None,
+        triples=triples,
+    )
+    return ToolOutput(capped(text, settings, "Ask for fewer triples (top_k)."), data)
+
+
+def _neighbourhood(backend: Backend, node: ox.NamedNode, question: str, ranker: Ranker) -> tuple[list[_Edge], int]:
+    """Edges around `node` in both directions (at most FETCH_BUDGET) and how many there are in all.
+
+    Above the budget, relations are read whole in order of their relevance to the question
+    (in the KG's order without one) until the budget is spent.
+    """
+    counts = backend.relation_counts(node, Direction.OUTGOING) + backend.relation_counts(node, Direction.INCOMING)
+    total = sum(c.count for c in counts)
+    if total <= FETCH_BUDGET:
+        edges = [
+            _Edge(n.predicate, way, n.value)
+            for way in (Direction.OUTGOING, Direction.INCOMING)
+            for n in backend.neighbours(node, way, None, FETCH_BUDGET)
+        ]
+        return edges, max(total, len(edges))
+    if question:
+        labels = backend.labels([c.predicate for c in counts])
+        texts = [labels.get(c.predicate) or backend.vocab.compact(c.predicate) for c in counts]
+        order = top_k(ranker.score(question, texts), len(counts))
+    else:
+        order = list(range(len(counts)))
+    edges: list[_Edge] = []
+    for i in order:
+        left = FETCH_BUDGET - len(edges)
+        if left <= 0:
+            break
+        c = counts[i]
+        edges += [_Edge(n.predicate, c.direction, n.value) for n in backend.neighbours(node, c.direction, [c.predicate], left)]
+    return edges, total
+
+
+def _scores(namer: Namer, node, edges: list[_Edge], question: str, ranker: Ranker) -> list[float]:
+    if not question or not edges:
+        return [0.0] * len(edges)
+    texts = []
+    for e in edges:
+        subject, obj = (node, e.value) if e.direction is Direction.OUTGOING else (e.value, node)
+        texts.append(f"{_label_text(namer, subject)} {namer.predicate_label(e.predicate)} {_label_text(namer, obj)}")
+    return ranker.score(question, texts)
+
+
+def _label_text(namer: Namer, term: Term) -> str:
+    return namer.label(term) or namer.value_text(term)
+
+
+def _shown(namer: Namer, term: Term) -> str:
+    """An entity as `Label [id]` (just the id without a label); a literal as its text."""
+    if isinstance(term, ox.NamedNode):
+        label = namer.label(term)
+        return f"{label} [{namer.id(term)}]" if label else namer.id(term)
+    return namer.value_text(term)
+
+
+def _node(backend: Backend, entity_id: str) -> ox.NamedNode:
+    return backend.resolve_entity(entity_id)
+
+
+def _term(backend: Backend, namer: Namer, entity_id: str) -> TermOut:
+    node = _node(backend, entity_id)
+    namer.add([node])
+    return namer.out(node)
+
+
+def _name(term: TermOut) -> str:
+    return f"{term.label} [{term.id}]" if term.label else term.id
+
+
+def _link_text(parent: TermOut, relation: str, child: TermOut) -> str:
+    if relation.startswith("~"):
+        return f"{_name(child)} | {relation[1:]} | {_name(parent)}"
+    return f"{_name(parent)} | {relation} | {_name(child)}"

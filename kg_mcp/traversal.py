@@ -1,0 +1,164 @@
+"""The traversal tree behind `kgr_search`: which entity was reached from which, and what is left.
+
+One tree per traversal session. A search adds the searched entity under the explored entity
+whose neighbours included it (the current one first, then the most recent), or as a new root
+(a topic entity). Each explored entity keeps its neighbours ranked by relevance to the
+question; backtracking walks up from the current entity and takes the first ancestor that
+still has an unexplored neighbour, best first, stopping at the root.
+
+Where trees live (`TraversalStore`): in a table keyed by a traversal key, which the tool
+derives from the call (`kg_mcp.tools.traverse.traversal_key`):
+
+- an explicit session id (the tool's `session` argument), shared by whoever names it: what a
+  driver uses, one fresh random id per question;
+- without one, over stdio (one client per server process) or in-process: one traversal for the
+  process;
+- without one, over HTTP: the client's MCP session id header when it sends one (the
+  handshake-era protocol); otherwise nothing lasts between calls (the 2026 protocol is
+  stateless), so every call starts a fresh tree and backtracking needs a session id.
+
+A tree is also started afresh when a call brings a different question than the tree's. The
+table keeps the most recently used `max_sessions` trees; a tree holds at most `max_nodes`
+explored entities. Ids are not secrets: a client that guesses another's session id could read
+its tree (only KG data) and move it; drivers use random ids.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from kg_mcp.errors import InvalidInput
+
+MAX_SESSIONS = 128
+MAX_NODES = 50
+MAX_CANDIDATES = 300
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A neighbour entity of an explored one, with the relation that links them and its rank score."""
+
+    id: str
+    label: str | None
+    relation: str  # compact id; `~rel` when the neighbour is the subject (walked backwards)
+    score: float
+
+
+@dataclass
+class Node:
+    id: str
+    label: str | None
+    parent: str | None
+    via: str | None  # the relation from the parent to this entity (`~rel` = backwards)
+    candidates: list[Candidate]  # distinct neighbour entities, best first
+
+    def link_to(self, entity_id: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.id == entity_id), None)
+
+
+@dataclass
+class BacktrackStep:
+    left: str  # the entity backtracked from
+    climbed: list[str]  # ancestors passed because nothing was left under them
+    parent: str | None  # where the offered neighbour hangs (None: nothing left anywhere)
+    offered: Candidate | None
+
+
+@dataclass
+class Tree:
+    question: str = ""
+    nodes: dict[str, Node] = field(default_factory=dict)  # explored entities, in the order explored
+    current: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def placement(self, entity_id: str) -> tuple[str | None, str | None]:
+        """(parent, relation) for a newly explored entity: the current entity if it links to it,
+        else the most recently explored entity that does; (None, None) for a new root."""
+        order = list(self.nodes)
+        if self.current in self.nodes:
+            order.remove(self.current)
+            order.append(self.current)
+        for node_id in reversed(order):
+            link = self.nodes[node_id].link_to(entity_id)
+            if link is not None:
+                return node_id, link.relation
+        return None, None
+
+    def add(self, node: Node) -> None:
+        if node.id not in self.nodes and len(self.nodes) >= MAX_NODES:
+            raise InvalidInput(
+                f"This traversal has explored {MAX_NODES} entities, the most one session keeps.",
+                "Answer from what you have, or start a new session.",
+            )
+        node.candidates = node.candidates[:MAX_CANDIDATES]
+        self.nodes.setdefault(node.id, node)
+        self.current = node.id
+
+    def revisit(self, entity_id: str) -> None:
+        self.current = entity_id
+
+    def unexplored(self, node_id: str) -> Candidate | None:
+        """The best neighbour of an explored entity that has not been explored itself."""
+        return next((c for c in self.nodes[node_id].candidates if c.id not in self.nodes), None)
+
+    def backtrack(self) -> BacktrackStep:
+        """From the current entity up: the first ancestor with an unexplored neighbour, and that neighbour.
+
+        From a root (a topic entity), its own next-best unexplored neighbour is offered: there is
+        nothing above it to return to.
+        """
+        if self.current is None:
+            raise InvalidInput(
+                "Nothing to backtrack from: no entity has been searched in this traversal yet.",
+                "Search a topic entity first; over HTTP, give every call of one traversal the same session id.",
+            )
+        left = self.current
+        at = self.nodes[left].parent or left
+        climbed: list[str] = []
+        while True:
+            offered = self.unexplored(at)
+            if offered is not None:
+                return BacktrackStep(left, climbed, at, offered)
+            parent = self.nodes[at].parent
+            if parent is None:
+                return BacktrackStep(left, climbed + [at], None, None)
+            climbed.append(at)
+            at = parent
+
+    def path(self, entity_id: str) -> list[str]:
+        """Entity ids from the root down to `entity_id`."""
+        out = [entity_id]
+        while (parent := self.nodes[out[-1]].parent) is not None and parent not in out:
+            out.append(parent)
+        return out[::-1]
+
+
+class TraversalStore:
+    """Trees by traversal key, the most recently used `max_sessions` kept."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS):
+        self.max_sessions = max_sessions
+        self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def tree(self, key: str | None, question: str | None) -> Tree:
+        """The tree for this call: a fresh one when none is kept under `key` (None: never kept)
+        or the question changed."""
+        with self._lock:
+            tree = self._trees.get(key) if key is not None else None
+            if tree is None or (question and tree.question and question != tree.question):
+                tree = Tree(question=question or "")
+                if key is not None:
+                    self._trees[key] = tree
+            elif question and not tree.question:
+                tree.question = question
+            if key is not None:
+                self._trees.move_to_end(key)
+                while len(self._trees) > self.max_sessions:
+                    self._trees.popitem(last=False)
+            return tree
+
+    def __len__(self) -> int:
+        return len(self._trees)

@@ -1,0 +1,73 @@
+"""Hub statistics: recorded at load time for high-degree nodes, used by the tools, kept current."""
+
+from __future__ import annotations
+
+import pyoxigraph as ox
+
+from kg_mcp.backends import open_store
+from kg_mcp.hubs import hub_stats
+from kg_mcp.loading import load_sources
+from kg_mcp.settings import Settings
+from kg_mcp.tools import explore_kg, get_relations, search
+
+E = "http://bench.test/e/"
+P = "http://bench.test/p/"
+HUB = ox.NamedNode(E + "hub")
+
+
+def write_hub(path, start: int, count: int, predicates=("country", "based_in")) -> None:
+    with open(path, "w") as f:
+        for i in range(start, start + count):
+            f.write(f"<{E}n{i}> <{P}{predicates[i % len(predicates)]}> <{HUB.value}> .\n")
+            f.write(f'<{E}n{i}> <http://www.w3.org/2000/01/rdf-schema#label> "node {i}" .\n')
+        f.write(f'<{HUB.value}> <http://www.w3.org/2000/01/rdf-schema#label> "The Hub" .\n')
+
+
+def truth(store_dir, node: ox.NamedNode) -> dict[str, int]:
+    backend = open_store(store_dir)
+    query = f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p {node} }} GROUP BY ?p"
+    return {s["p"].value: int(s["n"].value) for s in backend.store.query(query)}
+
+
+def test_hub_recorded_at_load_and_used_by_the_tools(tmp_path):
+    source = tmp_path / "hub.nt"
+    write_hub(source, 0, 3000)
+    store = tmp_path / "store"
+    report = load_sources([source], store, progress=False, hub_threshold=1000)
+    assert report.hubs == 1
+    backend = open_store(store)
+    assert hub_stats(backend.store, HUB, outgoing=False) == truth(store, HUB)
+    assert hub_stats(backend.store, ox.NamedNode(E + "n1"), outgoing=True) is None  # not a hub
+
+    out = search(backend, Settings(), f"<{HUB.value}>", "incoming")
+    assert out.data.view == "properties" and out.data.total == 3000 and out.data.total_exact
+    assert {p.property.strip("<>"): p.rows for p in out.data.properties} == truth(store, HUB)
+    relations = get_relations(backend, Settings(), f"<{HUB.value}>").data.relations
+    assert {r.relation: r.triples for r in relations} == {f"~<{P}country>": 1500, f"~<{P}based_in>": 1500}
+    walked = explore_kg(backend, Settings(explore_limit=10), f"<{HUB.value}>", [f"~<{P}country>"]).data.relations[0]
+    assert (walked.shown, walked.total) == (10, 1500)
+
+
+def test_a_later_load_updates_the_hub_record(tmp_path):
+    store = tmp_path / "store"
+    first, second = tmp_path / "a.nt", tmp_path / "b.nt"
+    write_hub(first, 0, 3000)
+    write_hub(second, 3000, 800, predicates=("member_of",))  # too few alone to be flagged
+    load_sources([first], store, progress=False, hub_threshold=1000)
+    load_sources([second], store, progress=False, hub_threshold=1000)
+    stats = hub_stats(open_store(store).store, HUB, outgoing=False)
+    assert stats == truth(store, HUB) and stats[P + "member_of"] == 800
+
+
+def test_without_statistics_counts_are_bounded_and_marked(tmp_path):
+    source = tmp_path / "hub.nt"
+    write_hub(source, 0, 3000)
+    store = tmp_path / "store"
+    load_sources([source], store, progress=False, hub_threshold=10**9)  # nothing recorded
+    backend = open_store(store, settings=Settings(count_cap=1000))
+    out = search(backend, backend.settings, f"<{HUB.value}>", "incoming")
+    assert not out.data.total_exact and out.data.total == 1000
+    assert "at least 1,000 rows" in out.text and "+ |" in out.text
+    assert not any(p.exact for p in out.data.properties)
+    text = get_relations(backend, backend.settings, f"<{HUB.value}>").text
+    assert "N+: a hub" in text
