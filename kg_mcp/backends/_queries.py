@@ -50,19 +50,20 @@ def neighbours(
 ) -> str:
     """Up to `limit` edges, each with the neighbour's candidate labels (?ol), in one round trip.
 
-    The edges are limited in a subquery first, so the label join never reads past them (a hub
-    stays cheap); a neighbour with labels in several languages yields one row per label. A
-    second branch, with ?p unbound, carries the labels of `node` itself.
+    A neighbour labelled in several languages yields one row per label, so the row limit leaves
+    room for them (the caller keeps the first `limit` edges); a second branch, with ?p unbound,
+    carries the labels of `node` itself. Flat, without a subquery: Oxigraph evaluates it lazily
+    and stops at the limit, which keeps a hub cheap.
     """
     restrict = values("p", predicates) if predicates else visible(profile, "p", node)
-    edges = f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
     if not label_predicates:
-        return edges
+        return f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
     langs = ", ".join(_string(lang) for lang in [*languages, ""])
     lang_filter = f"FILTER(LANG(?ol) IN ({langs}))"
     label = f"OPTIONAL {{ {label_pattern('?o', '?ol', label_predicates)} {lang_filter} }}"
     own = f"BIND({node} AS ?o) {label_pattern('?o', '?ol', label_predicates)} {lang_filter}"
-    return f"SELECT ?p ?o ?lp ?ol WHERE {{ {{ {{ {edges} }} {label} }} UNION {{ {own} }} }}"
+    rows = int(limit) * (len(languages) + 1) + len(languages) + 1
+    return f"SELECT ?p ?o ?lp ?ol WHERE {{ {{ {restrict} {edge_pattern(node, direction)} {label} }} UNION {{ {own} }} }} LIMIT {rows}"
 
 
 def count_neighbours(

@@ -120,6 +120,10 @@ class Backend(ABC):
         then means "at least that many"."""
 
     @abstractmethod
+    def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
+        """The number of visible edges when it is recorded (hub statistics), else None; never a scan."""
+
+    @abstractmethod
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
         """Every visible predicate around `node` in one direction, with its number of edges.
 

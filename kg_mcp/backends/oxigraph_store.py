@@ -26,6 +26,10 @@ class OxigraphBackend(SparqlBackend):
         rows = [(p, n) for p, n in stats.items() if not self.profile.is_hidden(p)]
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
+    def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
+        stats = self._hub_stats(node, direction)
+        return None if stats is None else sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
+
     def count_neighbours(self, node, direction, predicates):
         stats = self._hub_stats(node, direction)
         if stats is None:

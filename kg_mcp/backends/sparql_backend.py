@@ -154,7 +154,7 @@ class SparqlBackend(Backend):
         # Labels came with the edges. Nodes without one in a preferred language are left to
         # labels(), which also looks in other languages.
         self._remember_labels(found)
-        rows = list(rows.values())
+        rows = list(rows.values())[:limit]
         if direction is Direction.OUTGOING and self.profile.statements and rows:
             rows = self._with_qualifiers(node, rows)
         return rows
@@ -181,6 +181,9 @@ class SparqlBackend(Backend):
             Neighbour(r.predicate, r.value, tuple(found.get((r.predicate.value[len(model.direct) :], r.value), ())))
             for r in rows
         ]
+
+    def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
+        return None  # an endpoint records nothing; counting would mean a query
 
     def count_neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None

@@ -65,6 +65,9 @@ def search(
         raise InvalidInput(f"direction must be 'outgoing' or 'incoming', not {direction!r}.") from None
     if properties_to_filter_for:
         return _filtered(backend, settings, node, way, properties_to_filter_for, entity)
+    known = backend.known_degree(node, way)
+    if known is not None and known > settings.search_k:  # a recorded hub: no need to probe
+        return _property_view(backend, settings, node, way)
     rows = backend.neighbours(node, way, None, settings.search_k + 1)
     if len(rows) > settings.search_k:
         return _property_view(backend, settings, node, way)

@@ -1,0 +1,70 @@
+"""Run the benchmark suite and print one table: measure, ours, baseline, ratio, goal, pass.
+
+    python -m bench            full mode (the README's numbers; several minutes)
+    python -m bench --quick    small sizes, seconds (CI runs it)
+    python -m bench --only hub,load
+
+Each ratio is ours / a baseline measured in the same run (the machine is shared and noisy);
+the synthetic data is seeded and kept in the work folder between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from bench import agent_measures, protocol_measures, store_measures
+from bench.common import Row, print_table
+
+SIZES = {
+    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8),
+    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
+    parser.add_argument("--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,http,agent")
+    parser.add_argument("--work", type=Path, default=Path(os.environ.get("KG_MCP_BENCH_DIR", ".bench")), help="data and stores")
+    args = parser.parse_args()
+    mode = "quick" if args.quick else "full"
+    size = SIZES[mode]
+    only = set(filter(None, args.only.split(",")))
+    args.work.mkdir(parents=True, exist_ok=True)
+    store_measures.label_check()
+
+    def wanted(name: str) -> bool:
+        return not only or name in only
+
+    rows: list[Row] = []
+    started = time.perf_counter()
+    hub_store = None
+    if wanted("hub") or wanted("remote"):
+        hub_rows, hub_store = store_measures.hub_survey(args.work, size["hub"], size["repeats"])
+        rows += hub_rows if wanted("hub") else []
+    if wanted("calls"):
+        rows += store_measures.ordinary_calls(args.work, size["samples"])
+    if wanted("stdio"):
+        rows += protocol_measures.stdio_roundtrip(args.work, size["calls"])
+    if wanted("tokens"):
+        rows += store_measures.output_tokens(args.work, size["per_hop"])
+    if wanted("load"):
+        rows += store_measures.load_speed(args.work, size["load"], size["load_hub"])
+    if wanted("remote"):
+        rows += store_measures.remote_hub(args.work, hub_store, size["hub"], size["cap"], size["repeats"])
+    if wanted("http"):
+        rows += protocol_measures.http_throughput(args.work, size["clients"], size["seconds"])
+    if wanted("agent"):
+        rows += agent_measures.agent_overhead(args.work, size["questions"])
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    print_table(rows, f"kg-mcp bench, {mode} mode, {time.perf_counter() - started:.0f} s on {machine}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""What every measure shares: rows of the result table, paired timing, subprocess helpers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+@dataclass
+class Row:
+    measure: str
+    ours: float
+    baseline: float
+    unit: str
+    goal: str  # e.g. "<= 0.02" or ">= 0.8": a bound on ratio = ours / baseline
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.baseline if self.baseline else float("inf")
+
+    @property
+    def passed(self) -> bool:
+        op, bound = self.goal.split()
+        return self.ratio <= float(bound) if op == "<=" else self.ratio >= float(bound)
+
+
+def paired_medians(baseline: Callable[[int], object], ours: Callable[[int], object], n: int, warmup: int = 5) -> tuple[float, float]:
+    """Median seconds of each, calls alternated so both see the same machine load (it is shared)."""
+    for i in range(warmup):
+        baseline(i)
+        ours(i)
+    xs, ys = [], []
+    for i in range(n):
+        started = time.perf_counter()
+        baseline(i)
+        middle = time.perf_counter()
+        ours(i)
+        ended = time.perf_counter()
+        xs.append(middle - started)
+        ys.append(ended - middle)
+    return statistics.median(xs), statistics.median(ys)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+def kg_mcp(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kg_mcp", *args]
+
+
+def start(command: list[str], **kwargs) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, **kwargs)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def print_table(rows: list[Row], header: str) -> None:
+    print(header)
+    widths = (44, 12, 12, 8, 9, 6)
+    names = ("measure", "ours", "baseline", "ratio", "goal", "pass")
+    print("  ".join(n.ljust(w) for n, w in zip(names, widths)))
+    for r in rows:
+        cells = (r.measure, f"{r.ours:.4g} {r.unit}", f"{r.baseline:.4g} {r.unit}", f"{r.ratio:.3f}", r.goal, "yes" if r.passed else "NO")
+        print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)))
+        if r.note:
+            print(f"    {r.note}")
