@@ -8,13 +8,14 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+import agents.models.openai_completions  # noqa: F401 - registers openai-completions:NAME for get_model
 from agents.kg_client import KGClient
 from agents.models import Model, Sampling
 from agents.run import AgentResult
 from agents.trace import Trace
 
-Method = Literal["sog", "ark", "r2kg", "r2kg-sc"]
-METHODS: tuple[str, ...] = ("sog", "ark", "r2kg", "r2kg-sc")
+Method = Literal["sog", "ark", "r2kg", "r2kg-sc", "kgr"]
+METHODS: tuple[str, ...] = ("sog", "ark", "r2kg", "r2kg-sc", "kgr")
 _ID_LIKE = re.compile(r"^(?:[A-Za-z][\w.-]*:\S+|<\S+>|[QPL][1-9][0-9]*|[mg]\.[0-9a-z_]+)$")
 
 
@@ -54,7 +55,7 @@ async def ask(
     trace: Trace | None = None,
 ) -> AgentResult:
     """Answer `question` with one method over an open KG client. `limit` is the method's own cap
-    (SoG turns, ARK-V1 steps K_max, R2-KG iterations T)."""
+    (SoG turns, ARK-V1 steps K_max, R2-KG iterations T, KG-Reasoner generation rounds)."""
     options: dict[str, Any] = {"topics": topics or {}, "sampling": sampling, "trace": trace}
     if method == "sog":
         from agents.sog import run_sog
@@ -74,4 +75,8 @@ async def ask(
         from agents.r2kg import run_r2kg_consistent
 
         return await run_r2kg_consistent(question, kg, model, **options, **({"max_iterations": limit} if limit else {}))
+    if method == "kgr":
+        from agents.kg_reasoner import run_kgr
+
+        return await run_kgr(question, kg, model, **options, **({"max_rounds": limit} if limit else {}))
     raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")

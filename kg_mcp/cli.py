@@ -446,6 +446,7 @@ def _run_oracle(bench, questions, kg, out) -> None:
 def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
               max_steps, temperature, selection) -> None:
     from agents.ask import METHODS
+    from agents.evaluation.rundir import RunDir
     from agents.evaluation.runner import EvalPlan, run_eval
     from agents.evaluation.summary import load_run, summarise, table
     from agents.models import ModelError, Sampling, get_model
@@ -468,6 +469,9 @@ def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervis
     click.echo(table([summarise(load_run(out))]))
     click.echo(f"{stats.done} answered now, {stats.skipped} already done, {stats.failed} failed "
                f"of {stats.total} (questions x repeats); results in {out / 'results.jsonl'}")
+    if stats.gave_up:
+        raise click.ClickException(f"stopped: the first {stats.failed} runs all failed, e.g. "
+                                   f"{RunDir(out).errors()[-1]['error']} (all in {out / 'errors.jsonl'})")
     if stats.failed:
         raise click.ClickException(f"{stats.failed} runs failed (see {out / 'errors.jsonl'}): "
                                    "run the same command again to retry them")

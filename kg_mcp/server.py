@@ -22,7 +22,7 @@ from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
 from kg_mcp.settings import Settings
-from kg_mcp.tools import register_tools
+from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,15 @@ def _add_resources(server: MCPServer, backend: Backend) -> None:
             },
             indent=1,
         )
+
+    @server.resource(
+        "kg://output-schemas",
+        name="output-schemas",
+        description="JSON Schemas of each tool's structured content.",
+        mime_type="application/json",
+    )
+    def output_schemas() -> str:
+        return json.dumps({name: model.model_json_schema() for name, model in OUTPUT_MODELS.items()})
 
     @server.resource("kg://stats", name="stats", description="Size of the KG: triples, entities, relations.", mime_type="application/json")
     def stats() -> str:

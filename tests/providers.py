@@ -18,7 +18,8 @@ provider-neutral `Message`s) and returns a `Reply` (or a plain string: a text re
 server writes in that API's JSON, or an `HTTPReply` for an error or any literal answer
 (`error(429, retry_after=1)`, `error(500)`, `error(400, "bad response_format")`).
 
-Endpoints: POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic). Every request is
+Endpoints: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic), and POST
+/v1/completions (OpenAI's text completions, answered as vLLM does: cut at `stop`, `stop_reason` set). Every request is
 recorded in `fake.requests` (headers with lower-case names, body) in arrival order. A policy that
 raises is answered with a 400 (which SDKs do not retry) carrying the exception's text, and the
 exception is kept in `fake.errors`.
@@ -26,6 +27,7 @@ exception is kept in `fake.errors`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -38,7 +40,7 @@ from typing import Any, Literal
 from agents.models.base import Message, Reply, ToolCall
 
 Api = Literal["openai", "anthropic"]
-ROUTES: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+ROUTES: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic", "/v1/completions": "openai"}
 
 
 @dataclass
@@ -172,6 +174,8 @@ class FakeProvider:
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             return outcome.status, {"Content-Type": "application/json", **outcome.headers}, data
         render = openai_reply if request.api == "openai" else anthropic_reply
+        if request.path.split("?")[0] == "/v1/completions":
+            render = functools.partial(completions_reply, stop=request.body.get("stop"))
         data = json.dumps(render(outcome, model=request.body.get("model", "fake"), serial=serial)).encode()
         return 200, {"Content-Type": "application/json"}, data
 
@@ -259,6 +263,31 @@ def openai_reply(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
                 "logprobs": None,
             }
         ],
+        "usage": {
+            "prompt_tokens": reply.usage.input_tokens,
+            "completion_tokens": reply.usage.output_tokens,
+            "total_tokens": reply.usage.input_tokens + reply.usage.output_tokens,
+        },
+    }
+
+
+def completions_reply(reply: Reply, *, model: str, serial: int, stop: str | list[str] | None = None) -> dict[str, Any]:
+    """A Reply as a (legacy) Completions response, the way vLLM answers one: the text is cut before
+    the first of the request's `stop` sequences, and `stop_reason` names that sequence (null when
+    the text ended by itself)."""
+    sequences = [stop] if isinstance(stop, str) else list(stop or [])
+    text, matched = reply.text, None
+    found = [(i, s) for s in sequences if (i := text.find(s)) >= 0]
+    if found:
+        index, matched = min(found)
+        text = text[:index]
+    finish = "stop" if matched else _stop_reason(reply, default="stop", tools="stop")
+    return {
+        "id": f"cmpl-fake-{serial}",
+        "object": "text_completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None, "stop_reason": matched}],
         "usage": {
             "prompt_tokens": reply.usage.input_tokens,
             "completion_tokens": reply.usage.output_tokens,

@@ -38,6 +38,20 @@ Entity = Annotated[
 ]
 
 
+# The structured content of each tool, described by its model. The schemas are offered as the
+# resource kg://output-schemas rather than as each tool's outputSchema: the SDK client checks
+# every result against an advertised schema in pure Python, several milliseconds per call.
+OUTPUT_MODELS = {
+    "search": SearchResult,
+    "get_relations": RelationsResult,
+    "explore_kg": ExploreResult,
+    "verify": VerifyResult,
+    "find_entities": FindResult,
+    "kgr_search": TraverseResult,
+    "sparql": SparqlResult,
+}
+
+
 def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> None:
     """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool)."""
     annotations = ToolAnnotations(
@@ -68,7 +82,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             list[str] | None,
             Field(description="Only these properties (ids or labels as listed by an earlier search)."),
         ] = None,
-    ) -> Annotated[CallToolResult, SearchResult]:
+    ) -> CallToolResult:
         """One-hop neighbours of an entity in one direction, as property | propertyLabel | value | valueLabel rows.
 
         When there are more rows than fit and no filter is given, only the properties (with row
@@ -78,7 +92,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         return run(search, entity, direction, properties_to_filter_for)
 
     @server.tool(name="get_relations", annotations=annotations)
-    def get_relations_tool(entity: Entity) -> Annotated[CallToolResult, RelationsResult]:
+    def get_relations_tool(entity: Entity) -> CallToolResult:
         """Every relation around an entity with its number of triples: outgoing as rel, incoming as ~rel."""
         return run(get_relations, entity)
 
@@ -89,7 +103,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             list[str],
             Field(description="Relations from get_relations; ~rel walks backwards (entities whose rel points here)."),
         ],
-    ) -> Annotated[CallToolResult, ExploreResult]:
+    ) -> CallToolResult:
         """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut."""
         return run(explore_kg, entity, relations)
 
@@ -99,7 +113,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             list[TripleClaim | PathClaim],
             Field(description="Triples {subject, relation, object} or paths {path: [triples...]}."),
         ],
-    ) -> Annotated[CallToolResult, VerifyResult]:
+    ) -> CallToolResult:
         """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
         return run(verify, claims)
 
@@ -107,7 +121,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
     def find_entities_tool(
         name: Annotated[str, Field(description="A name to look up, e.g. 'Catch Me If You Can'.")],
         limit: Annotated[int, Field(ge=1, le=50, description="Most entities to return.")] = 10,
-    ) -> Annotated[CallToolResult, FindResult]:
+    ) -> CallToolResult:
         """Entities by name (exact label, then case-insensitive, then prefix): id, label, description and degree."""
         return run(find_entities, name, limit)
 
@@ -139,7 +153,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             Field(description="A traversal id of your choosing, one per question (needed over stateless HTTP to backtrack)."),
         ] = None,
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="Most triples to return.")] = DEFAULT_TOP_K,
-    ) -> Annotated[CallToolResult, TraverseResult]:
+    ) -> CallToolResult:
         """Triples around an entity (both directions), ranked by relevance to the question, top k.
 
         Every search extends a traversal tree (which entity was reached from which). With
@@ -155,7 +169,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         @server.tool(name="sparql", annotations=annotations)
         def sparql_tool(
             query: Annotated[str, Field(description="A SPARQL SELECT or ASK query.")],
-        ) -> Annotated[CallToolResult, SparqlResult]:
+        ) -> CallToolResult:
             """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
             return run(sparql, query)
 

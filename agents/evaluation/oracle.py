@@ -1,0 +1,190 @@
+"""Tool recall without a model: walk each question's gold path through the real tools, as a perfect
+Search-on-Graph model would, and see whether the gold answers reach the text the model reads.
+
+Per question: the topic entity's id comes from `find_entities` (the driver does this too and does
+not show it to the model). Then, per relation of the gold path, one filtered `search` per
+frontier entity (`~rel` searches incoming edges), through an MCP client of a server with the
+default settings: k = 50, p = 1000 rows, 200 characters a cell, 60,000 a whole output. The next
+frontier is the entities in the *text* of those outputs, so rows cut from the text are lost, as
+they would be to a model. A question counts as recalled when every gold answer is a cell of the
+last hop's output tables (cells and answers compared after `matching.normalise`). Tokens are
+those of every search output of the walk (o200k_base), what the model would be charged to read.
+MetaQA's paths never come back to the topic entity, so it is dropped from frontiers there.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agents.evaluation.benchmarks import Benchmark, Question
+from agents.evaluation.matching import normalise
+from agents.evaluation.tokens import count_tokens, tokenizer_name
+from agents.kg_client import KGClient
+
+CUT_MARKERS = ("(cut)", "[Output cut at")
+
+
+@dataclass
+class OracleRow:
+    question_id: str
+    hops: int | None
+    recalled: bool
+    missing: list[str]  # gold answers not in the last hop's outputs
+    calls: int
+    tokens: int
+    chars: int
+    cut: bool  # some output was cut (p rows or the character cap)
+    topic_found: bool
+
+
+def table_cells(text: str) -> list[list[str]]:
+    """The body rows of the markdown tables in a tool output (header rows left out), as unescaped cells.
+
+    >>> table_cells("head\\n| a | b |\\n|---|---|\\n| x \\\\| y | z |\\nfoot")
+    [['x | y', 'z']]
+    """
+    lines = text.splitlines()
+    rows = []
+    for number, line in enumerate(lines):
+        if not (line.startswith("| ") and line.endswith(" |")):
+            continue
+        if number + 1 < len(lines) and lines[number + 1].startswith("|---"):
+            continue  # a header
+        rows.append(_split_row(line[2:-2]))
+    return rows
+
+
+def _split_row(body: str) -> list[str]:
+    cells, current, i = [], [], 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            current.append(body[i + 1])
+            i += 2
+        elif body.startswith(" | ", i):
+            cells.append("".join(current))
+            current = []
+            i += 3
+        else:
+            current.append(body[i])
+            i += 1
+    cells.append("".join(current))
+    return cells
+
+
+class _Calls:
+    """The walk's search calls, each made once per run (the tools are read-only and deterministic)."""
+
+    def __init__(self, kg: KGClient):
+        self.kg = kg
+        self.cache: dict[tuple[str, str, str], tuple[str, bool]] = {}
+
+    async def search(self, entity: str, direction: str, relation: str) -> tuple[str, bool]:
+        key = (entity, direction, relation)
+        if key not in self.cache:
+            result = await self.kg.call_tool(
+                "search", {"entity": entity, "direction": direction, "properties_to_filter_for": [relation]}
+            )
+            self.cache[key] = (result.text, result.is_error)
+        return self.cache[key]
+
+
+async def topic_id(kg: KGClient, question: Question) -> str | None:
+    name, entity = next(iter(question.topics.items()))
+    if entity:
+        return entity
+    result = await kg.call_tool("find_entities", {"name": name, "limit": 1})
+    hits = (result.data or {}).get("entities") or []
+    return hits[0]["id"] if hits and not result.is_error else None
+
+
+async def walk(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
+    topic = await topic_id(calls.kg, question)
+    if topic is None:
+        return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
+    frontier, texts_last = {topic}, []
+    n_calls = tokens = chars = 0
+    cut = False
+    for relation in question.gold_path or ():
+        direction = "incoming" if relation.startswith("~") else "outgoing"
+        reached: set[str] = set()
+        texts_last = []
+        for entity in sorted(frontier):
+            text, is_error = await calls.search(entity, direction, relation.lstrip("~"))
+            n_calls += 1
+            tokens += count_tokens(text)
+            chars += len(text)
+            cut = cut or any(marker in text for marker in CUT_MARKERS)
+            texts_last.append(text)
+            if not is_error:
+                reached |= {row[2] for row in table_cells(text) if len(row) >= 3 and row[2]}
+        frontier = reached if revisit_topic else reached - {topic}
+    seen = {normalise(cell) for text in texts_last for row in table_cells(text) for cell in row[2:4]}
+    missing = [a for a in question.answers if normalise(a) not in seen]
+    return OracleRow(question.id, question.hops, not missing, missing, n_calls, tokens, chars, cut, True)
+
+
+def _percentile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))]) if ordered else 0.0
+
+
+def summarise(benchmark: Benchmark, rows: list[OracleRow], seconds: float) -> dict[str, Any]:
+    n = len(rows)
+    tokens = [r.tokens for r in rows]
+    return {
+        "benchmark": benchmark.name,
+        "questions": n,
+        "of": len(benchmark.questions),
+        "recall": sum(r.recalled for r in rows) / n if n else None,
+        "tokens_mean": statistics.fmean(tokens) if n else None,
+        "tokens_median": statistics.median(tokens) if n else None,
+        "tokens_p90": _percentile(tokens, 0.9),
+        "tokens_max": max(tokens, default=0),
+        "calls_mean": statistics.fmean(r.calls for r in rows) if n else None,
+        "cut_share": sum(r.cut for r in rows) / n if n else None,
+        "topic_missing": sum(not r.topic_found for r in rows),
+        "tokenizer": tokenizer_name(),
+        "seconds": round(seconds, 1),
+    }
+
+
+async def run_oracle(
+    benchmark: Benchmark, questions: list[Question], kg: KGClient, *, progress: bool = True
+) -> tuple[dict[str, Any], list[OracleRow]]:
+    """Walk every question's gold path over an open client; (summary, one row per question)."""
+    from tqdm import tqdm
+
+    missing_paths = [q.id for q in questions if not q.gold_path]
+    if missing_paths:
+        raise ValueError(f"{benchmark.name} has questions without gold paths (e.g. {missing_paths[0]}): no oracle for it")
+    started = time.perf_counter()
+    calls = _Calls(kg)
+    rows = []
+    for question in tqdm(questions, desc=f"oracle {benchmark.name}", unit="q", file=sys.stderr, disable=not progress):
+        rows.append(await walk(calls, question, benchmark.revisit_topic))
+    return summarise(benchmark, rows, time.perf_counter() - started), rows
+
+
+def format_summary(summaries: list[dict[str, Any]]) -> str:
+    """The terminal table of one or more oracle summaries."""
+    head = ("benchmark", "questions", "recall", "tokens/q mean", "median", "p90", "max", "calls/q", "cut")
+    lines = [head]
+    for s in summaries:
+        lines.append((
+            s["benchmark"], f"{s['questions']:,} of {s['of']:,}", f"{s['recall']:.2%}" if s["recall"] is not None else "-",
+            f"{s['tokens_mean']:,.0f}", f"{s['tokens_median']:,.0f}", f"{s['tokens_p90']:,.0f}", f"{s['tokens_max']:,}",
+            f"{s['calls_mean']:.1f}", f"{s['cut_share']:.1%}",
+        ))
+    widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
+    out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines]
+    tokenizer = summaries[0]["tokenizer"] if summaries else tokenizer_name()
+    out.append(f"tokens: {tokenizer}; cut: share of questions with an output cut at p rows or the character cap")
+    return "\n".join(out)
+
+
+def row_dict(row: OracleRow) -> dict[str, Any]:
+    return asdict(row)
