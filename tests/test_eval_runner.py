@@ -14,6 +14,7 @@ from test_ark import Follower
 from test_sog import gold_path_policy
 
 from agents.evaluation.benchmarks import Question, load_benchmark, select
+from agents.evaluation.html import write_report
 from agents.evaluation.prices import PRICES
 from agents.evaluation.rundir import RunDir
 from agents.evaluation.runner import GIVE_UP_AFTER, EvalPlan, run_eval
@@ -143,3 +144,6 @@ async def test_yes_no_claims_go_to_ark_as_yes_no_and_score_by_verdict(metaqa, da
     assert s["conditional_accuracy"] == 1.0
     assert s["reliability"] == pytest.approx(0.420620, abs=1e-6)  # outcomes (2/3, 1/3): 1 - H/log2 3
     assert s["sc_coverage"] == 0.0  # one run abstained: strict self-consistency abstains
+    page, _ = write_report([load_run(tmp_path / "run")], [s], tmp_path / "report.html")  # no hop counts here
+    html = page.read_text()
+    assert "ARK-V1 reliability" in html and html.count('href="') == 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import warnings
 from collections.abc import Callable
@@ -268,7 +269,7 @@ def load_benchmark(name: str, data: str | Path | None = None, kb: list[Path] | N
     return Benchmark(
         name=name,
         questions=questions,
-        source=questions_file,
+        source=questions_file.resolve(),
         kb_files=kb_files,
         endpoint=spec.endpoint,
         revisit_topic=spec.revisit_topic,
@@ -294,8 +295,6 @@ def unique_ids(questions: list[Question], source: Path) -> list[Question]:
 
 def select(questions: list[Question], *, limit: int | None = None, sample: int | None = None, seed: int = 0) -> list[Question]:
     """`sample` questions drawn with `seed` (kept in file order), then the first `limit`."""
-    import random
-
     chosen = questions
     if sample is not None and sample < len(questions):
         picked = set(random.Random(seed).sample(range(len(questions)), sample))

@@ -1,0 +1,243 @@
+"""Output bounds on a big hub, and read-only serving checked byte for byte.
+
+A store with a hub of 20,000 incoming edges, 2,000 outgoing ones and 1,000 distinct relations is
+built with `kg-mcp load`'s loader; every tool is called on it with small caps, and every answer
+must stay within max_output_chars (plus the cut notice) and say what was cut, the total, and how
+to narrow the call. Then a store is served over stdio for a whole session (every tool, hostile
+arguments, every kind of refused sparql) and its directory must be unchanged, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from kg_mcp.backends import open_store
+from kg_mcp.loading import load_sources
+from kg_mcp.settings import Settings
+from kg_mcp.tools import explore_kg, find_entities, get_relations, search, sparql, verify
+from kg_mcp.tools.verify import TripleClaim
+
+HUB_IN, HUB_OUT, HUB_RELATIONS = 20_000, 2_000, 1_000
+LIMITS = Settings(
+    search_k=50, search_p=300, explore_limit=200, max_output_chars=4_000, max_cell_chars=60, sparql_row_cap=500, sparql_tool=True
+)
+NOTICE = 400  # the cut notice after max_output_chars
+REL = "http://kg-mcp.local/relation/"
+ENT = "http://kg-mcp.local/entity/"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    src = tmp_path_factory.mktemp("hub") / "hub.txt"
+    lines = [f"e{i}|links_to|Hub" for i in range(HUB_IN)]
+    lines += [f"Hub|has_part|part number {i}" for i in range(HUB_OUT)]
+    lines += [f"Hub|relation_{i}|x{i % 7}" for i in range(HUB_RELATIONS)]
+    lines += ["Hub|described_as|" + "a very long name " * 300, "Hub|population|1234"]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = src.parent / "hub.store"
+    load_sources([src], store, progress=False)
+    backend = open_store(store, settings=LIMITS)
+    yield backend
+    backend.close()
+
+
+def _bounded(text: str) -> str:
+    assert len(text) <= LIMITS.max_output_chars + NOTICE, len(text)
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            assert all(len(c) <= LIMITS.max_cell_chars + 2 for c in cells), line  # + escapes
+    return text
+
+
+def _char_cut(text: str, narrow: str) -> None:
+    match = re.search(r"\[Output cut at 4000 characters: (\d+) of (\d+) lines shown\. (.+)\]$", text)
+    assert match, text[-400:]
+    shown, total = int(match.group(1)), int(match.group(2))
+    assert shown < total and narrow in match.group(3)
+
+
+def test_search_unfiltered_hub_lists_properties_with_the_total(hub):
+    out = search(hub, LIMITS, "kg:Hub", "incoming")
+    text, data = _bounded(out.text), out.data
+    assert data.view == "properties" and data.total == HUB_IN and data.truncated and data.shown == 0
+    assert f"{HUB_IN} rows, more than {LIMITS.search_k}; showing its 1 property instead" in text
+    assert "properties_to_filter_for" in text  # how to narrow
+
+
+def test_search_outgoing_property_view_is_cut_by_characters(hub):
+    out = search(hub, LIMITS, "kg:Hub", "outgoing")
+    text = _bounded(out.text)
+    assert out.data.view == "properties" and out.data.total == HUB_OUT + HUB_RELATIONS + 2
+    _char_cut(text, "Filter for the properties you need.")
+
+
+def test_search_filtered_is_cut_at_p_rows_and_by_characters(hub):
+    out = search(hub, LIMITS, "kg:Hub", "incoming", ["links_to"])
+    text, data = _bounded(out.text), out.data
+    assert (data.total, data.shown, len(data.rows), data.truncated) == (HUB_IN, LIMITS.search_p, LIMITS.search_p, True)
+    assert f"{HUB_IN} rows, showing the first {LIMITS.search_p} (cut). Filter for fewer properties" in text
+    _char_cut(text, "Filter for fewer properties")
+
+
+def test_get_relations_is_cut_by_characters(hub):
+    out = get_relations(hub, LIMITS, "kg:Hub")
+    text = _bounded(out.text)
+    assert f"{HUB_RELATIONS + 3} outgoing, 1 incoming" in text  # the totals come first
+    _char_cut(text, "Use explore_kg on the relations you need.")
+    # The structured rows are not capped (one per relation of the entity); the markdown is.
+    assert len(out.data.relations) == HUB_RELATIONS + 4
+
+
+def test_explore_kg_says_shown_n_of_m(hub):
+    out = explore_kg(hub, LIMITS, "kg:Hub", ["~links_to", "has_part", "described_as"])
+    text = _bounded(out.text)
+    by_name = {r.relation: r for r in out.data.relations}
+    assert (by_name["~links_to"].shown, by_name["~links_to"].total) == (LIMITS.explore_limit, HUB_IN)
+    assert (by_name["has_part"].shown, by_name["has_part"].total) == (LIMITS.explore_limit, HUB_OUT)
+    assert f"~links_to: shown {LIMITS.explore_limit} of {HUB_IN}" in text
+    assert f"has_part: shown {LIMITS.explore_limit} of {HUB_OUT}" in text
+    _char_cut(text, "Explore fewer relations at once.")
+
+
+def test_verify_many_conflicts_is_bounded(hub):
+    claims = [TripleClaim(subject="kg:Hub", relation="has_part", object=f"nothing {i}") for i in range(50)]
+    out = verify(hub, LIMITS, claims)
+    text = _bounded(out.text)
+    assert [c.status for c in out.data.claims] == ["conflicting"] * 50
+    assert all(len(c.hops[0].evidence) <= 20 for c in out.data.claims)  # evidence listed per claim is capped
+    assert f"and {LIMITS.search_p - 20} more" in out.data.claims[0].hops[0].reason  # the rest is counted
+    _char_cut(text, "Verify fewer claims at once.")
+
+
+def test_find_entities_at_most_limit(hub):
+    out = find_entities(hub, LIMITS, "e1", 50)
+    _bounded(out.text)
+    assert len(out.data.entities) == 50
+
+
+def test_sparql_rows_capped_with_total(hub):
+    out = sparql(hub, LIMITS, f"SELECT ?s ?l WHERE {{ ?s <{REL}links_to> <{ENT}Hub> . ?s ?p ?l }}")
+    text, data = _bounded(out.text), out.data
+    assert len(data.rows) == LIMITS.sparql_row_cap and data.truncated and data.total == 2 * HUB_IN
+    assert f"{2 * HUB_IN} rows, showing the first {LIMITS.sparql_row_cap} (cut). Add LIMIT/OFFSET" in text
+    _char_cut(text, "Add a LIMIT or select fewer variables.")
+
+
+def test_long_labels_are_cut_in_cells(hub):
+    out = search(hub, LIMITS, "kg:Hub", "outgoing", ["described_as"])
+    text = _bounded(out.text)
+    assert "a very long name a very" in text and "…" in text
+
+
+# --- read-only by construction -------------------------------------------------------------------
+
+
+def _tree(path: Path) -> dict[str, tuple[int, int, str]]:
+    """Every file under `path`: size, modification time and content digest."""
+    found = {}
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        stat = file.stat()
+        found[file.relative_to(path).as_posix()] = (stat.st_size, stat.st_mtime_ns, hashlib.sha256(file.read_bytes()).hexdigest())
+    return found
+
+
+class Trap:
+    """A loopback port that counts connections: refused LOAD/SERVICE targets point here."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            try:
+                self.sock.accept()[0].close()
+                self.connections += 1
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def refused_queries(trap: str) -> list[str]:
+    return [
+        'INSERT DATA { <http://kg-mcp.local/entity/a> <http://kg-mcp.local/relation/r> "x" }',
+        "DELETE WHERE { ?s ?p ?o }",
+        f"DELETE {{ ?s ?p ?o }} INSERT {{ ?s ?p 1 }} WHERE {{ ?s ?p ?o }}",
+        f"LOAD <{trap}data.ttl>",
+        f"LOAD SILENT <{trap}data.ttl> INTO GRAPH <urn:g>",
+        "CLEAR ALL",
+        "CLEAR DEFAULT",
+        "DROP ALL",
+        "DROP GRAPH <urn:kg-mcp:meta>",
+        "CREATE GRAPH <urn:new>",
+        "ADD DEFAULT TO <urn:copy>",
+        "COPY DEFAULT TO <urn:copy>",
+        "MOVE DEFAULT TO <urn:copy>",
+        f"SELECT * WHERE {{ SERVICE <{trap}sparql> {{ ?s ?p ?o }} }}",
+        f"SELECT * WHERE {{ ?s ?p ?o . FILTER EXISTS {{ SERVICE SILENT <{trap}> {{ ?s ?p ?o }} }} }}",
+        f"PREFIX t: <{trap}> SELECT * WHERE {{ SERVICE t:x {{ ?s ?p ?o }} }}",
+        f"SELECT * WHERE {{ VALUES ?e {{ <{trap}> }} SERVICE ?e {{ ?s ?p ?o }} }}",
+        f"SELECT * FROM <{trap}g.ttl> WHERE {{ ?s ?p ?o }}",
+        "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
+        "SELECT * WHERE { ?s ?p ?o } ; DROP ALL",
+    ]
+
+
+async def test_served_store_is_unchanged_byte_for_byte(tmp_path):
+    src = tmp_path / "kb.txt"
+    src.write_text("Alice|knows|Bob\nBob|knows|Carol\nCarol|lives_in|Paris\nAlice|lives_in|Paris\n", encoding="utf-8")
+    store = tmp_path / "kb.store"
+    load_sources([src], store, progress=False)
+    before = _tree(store)
+    siblings = sorted(p.name for p in tmp_path.iterdir())
+    trap = Trap()
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kg_mcp", "serve", "--store", str(store), "--enable-sparql"], env=dict(os.environ)
+    )
+    try:
+        async with Client(params) as client:
+            calls = [
+                ("find_entities", {"name": "Alice"}),
+                ("search", {"entity": "kg:Alice"}),
+                ("search", {"entity": "kg:Paris", "direction": "incoming", "properties_to_filter_for": ["lives_in"]}),
+                ("get_relations", {"entity": "kg:Bob"}),
+                ("explore_kg", {"entity": "kg:Bob", "relations": ["knows", "~knows"]}),
+                ("verify", {"claims": [{"subject": "Alice", "relation": "knows", "object": "Bob"}]}),
+                ("sparql", {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"}),
+                ("search", {"entity": '"} ; DROP ALL ; #'}),
+                ("find_entities", {"name": "x' } INSERT DATA { <a> <b> <c> } #"}),
+            ]
+            for tool, args in calls:
+                result = await client.call_tool(tool, args)
+                assert "Traceback" not in result.content[0].text
+            assert not (await client.call_tool("sparql", {"query": "ASK { ?s ?p ?o }"})).is_error
+            for query in refused_queries(f"http://127.0.0.1:{trap.port}/"):
+                result = await client.call_tool("sparql", {"query": query})
+                assert result.is_error, query
+                assert "not allowed" in result.content[0].text or "read-only" in result.content[0].text or (
+                    "not supported" in result.content[0].text
+                ) or "does not parse" in result.content[0].text, result.content[0].text
+    finally:
+        trap.close()
+    assert trap.connections == 0  # no refused query reached out
+    assert _tree(store) == before  # every file: same size, same mtime, same bytes
+    assert sorted(p.name for p in tmp_path.iterdir()) == siblings  # nothing made beside it either
