@@ -16,6 +16,10 @@ install: $(BIN)/python
 
 install-test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	@# the evaluation report is checked in a real headless browser (tests/test_eval_e2e.py)
+	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "The tests need Chromium: sudo apt-get install chromium (Debian/Ubuntu)"; exit 1; fi; }
 
 serve: install
 	$(BIN)/kg-mcp serve --transport http $(ARGS)
