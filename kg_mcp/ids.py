@@ -125,7 +125,16 @@ def check_text(text: str, what: str) -> str:
             f"The {what} {text[:60]!r} contains control characters (newline, tab, NUL...).",
             "Send the id or name on one line, exactly as shown by the tools.",
         )
+    check_unicode(text, what)
     return text
+
+
+def check_unicode(text: str, what: str) -> None:
+    """Refuse text that is not valid Unicode (lone surrogates): no store or endpoint can take it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"The {what} contains invalid Unicode (a lone surrogate).", "Send valid UTF-8 text.") from None
 
 
 def _named_node(iri: str) -> ox.NamedNode:

@@ -216,15 +216,9 @@ class Gen:
 
 # --- the checks shared by every case ----------------------------------------------------------
 
-# Bugs this fuzz found outside the files of this test's owner: reported, reproduced by the strict
-# xfail tests at the end, and counted (not failed) here until they are fixed.
-KNOWN_BUGS = {
-    # rdflib decodes \UXXXXXXXX escapes anywhere in a query before parsing, and raises ValueError
-    # for code points past U+10FFFF; check_read_only catches only pyparsing's ParseException.
-    "sparql: \\U escape past U+10FFFF": lambda tool, error: tool is sparql
-    and isinstance(error, ValueError)
-    and "Invalid unicode code point" in str(error),
-}
+# Bugs this fuzz found are fixed and kept as regression tests at the end of this file; a bug
+# found later is listed here (a name and a matcher) so the fuzz counts it until it is fixed.
+KNOWN_BUGS: dict = {}
 
 
 def _check_queries() -> None:
@@ -424,23 +418,20 @@ def test_fuzz_sparql():
     _report("sparql", stats)
 
 
-# --- bugs found here, in files this test's owner does not edit. Strict xfail: each flips to a
-# failure once fixed, and then its marker (and its KNOWN_BUGS entry) goes. -----------------------
+# --- regressions: bugs this fuzz found, now fixed ----------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="bug: check_read_only lets rdflib's ValueError escape (KNOWN_BUGS)")
-def test_known_bug_sparql_invalid_unicode_escape_is_a_tool_error():
+def test_sparql_invalid_unicode_escape_is_a_tool_error():
     with pytest.raises(KGError):
         sparql(BACKEND, SETTINGS, "SELECT * WHERE { ?s ?p ?o } # \\UFFFFFFFF")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: check_text lets lone surrogates reach pyoxigraph (ValueError)")
 @pytest.mark.parametrize(
     "tool, args",
     [(search, ("Vincent\ud800",)), (find_entities, ("a\ud800",)), (sparql, ('SELECT * WHERE { ?s ?p "\ud800" }',))],
     ids=["search", "find_entities", "sparql"],
 )
-def test_known_bug_lone_surrogates_are_tool_errors(tool, args):
+def test_lone_surrogates_are_tool_errors(tool, args):
     # Only an in-process caller can send these (JSON transports refuse them), hence minor.
     with pytest.raises(KGError):
         tool(BACKEND, SETTINGS, *args)
@@ -455,8 +446,7 @@ class _NoNetwork(RecordingBackend):
         return super()._run_any(query)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: wikibase:label SERVICE is allowed on local stores with the wikidata profile")
-def test_known_bug_label_service_on_a_local_store_is_refused():
+def test_label_service_on_a_local_store_is_refused():
     # On Wikidata's endpoint the label service runs inside the endpoint. A local pyoxigraph store
     # with the wikidata profile (the demo KG) would send an HTTP request to wikiba.se instead.
     query = (

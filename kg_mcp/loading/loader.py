@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,6 +71,12 @@ def load_sources(
                 store.flush()
                 if optimize:
                     store.optimize()
+            except BaseException as error:
+                # The traceback keeps the loader's frames, and with them this Store on the staging
+                # copy: drop them so the Store closes now, not whenever the garbage collector runs
+                # (RocksDB would refuse the next load into the same path in this process).
+                traceback.clear_frames(error.__traceback__)
+                raise
             finally:
                 del store  # closed before the directory is renamed or deleted
     report.seconds = time.perf_counter() - started

@@ -31,6 +31,15 @@ def read_rdf_lines(
         first += len(lines)
 
 
+# Parsed after a line checked alone: a line missing its final dot fails only when something follows.
+_SENTINEL = b"\n<urn:kg-mcp:sentinel> <urn:kg-mcp:sentinel> <urn:kg-mcp:sentinel> .\n"
+
+
+def _fails_alone(line: bytes, fmt, base_iri) -> SyntaxError | None:
+    result = _parse(line.rstrip(b"\r\n") + _SENTINEL, fmt, base_iri)
+    return result if isinstance(result, SyntaxError) else None
+
+
 def _parse(data: bytes, fmt, base_iri) -> list[ox.Quad] | SyntaxError:
     try:
         return list(ox.parse(input=data, format=fmt, base_iri=base_iri))
@@ -54,8 +63,8 @@ def _parse_batch(lines, first, path, fmt, base_iri, bad) -> Iterator[ox.Quad]:
         hint = min(max(hint, lo), hi - 1)
         culprit = error = None
         for i in [*range(hint, lo - 1, -1), *range(hint + 1, hi)]:
-            alone = _parse(lines[i], fmt, base_iri)
-            if isinstance(alone, SyntaxError):
+            alone = _fails_alone(lines[i], fmt, base_iri)
+            if alone is not None:
                 culprit, error = i, alone
                 break
         if culprit is None:  # no single line fails: blame the parser's line rather than loop
@@ -111,7 +120,7 @@ def blame_line(
                 continue
             if number > error.lineno:
                 break
-            alone = _parse(line, fmt, base_iri)
-            if isinstance(alone, SyntaxError):
+            alone = _fails_alone(line, fmt, base_iri)
+            if alone is not None:
                 return number, alone
     return error.lineno, error

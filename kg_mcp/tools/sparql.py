@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from kg_mcp.backends import Backend
 from kg_mcp.errors import InvalidInput, QueryRefused
+from kg_mcp.ids import check_unicode
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
@@ -30,8 +31,12 @@ class SparqlResult(BaseModel):
     boolean: bool | None = None
 
 
-def check_read_only(query: str, profile_name: str) -> str:
-    """The query form ('SelectQuery' or 'AskQuery') of a query that is safe to run; refuses the rest."""
+def check_read_only(query: str, profile_name: str, *, remote: bool = True) -> str:
+    """The query form ('SelectQuery' or 'AskQuery') of a query that is safe to run; refuses the rest.
+
+    `remote`: the query goes to an endpoint, whose own internal services (Wikidata's label
+    service) may run; a local store would make an HTTP request for them instead.
+    """
     from pyparsing import ParseException
     from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
 
@@ -40,6 +45,8 @@ def check_read_only(query: str, profile_name: str) -> str:
     query = _PROLOGUE_DECL.sub(lambda m: m.group(0) + "\n", query)
     try:
         parsed = parseQuery(query)
+    except ValueError as error:  # rdflib decodes \U escapes first, and refuses code points past U+10FFFF
+        raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
     except ParseException as error:
         try:
             parseUpdate(query)
@@ -58,7 +65,7 @@ def check_read_only(query: str, profile_name: str) -> str:
     if "datasetClause" in body:  # CompValue.get returns the key itself when absent
         raise QueryRefused("FROM / FROM NAMED clauses are not allowed.", "Query the default graph without FROM.")
     prefixes = {_field(d, "prefix"): str(d["iri"]) for d in _walk(prologue) if d.name == "PrefixDecl"}
-    allowed = INTERNAL_SERVICES.get(profile_name, set())
+    allowed = INTERNAL_SERVICES.get(profile_name, set()) if remote else set()
     for service in (n for n in _walk(body) if n.name == "ServiceGraphPattern"):
         target = _iri(service["term"], prefixes)
         if target not in allowed:
@@ -102,9 +109,10 @@ def sparql(backend: Backend, settings: Settings, query: str) -> ToolOutput:
     query = query.strip()
     if not query or "\x00" in query:
         raise InvalidInput("The query is empty or contains a NUL character.", "Send a SPARQL SELECT or ASK query.")
+    check_unicode(query, "query")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"The query is longer than {MAX_QUERY_CHARS} characters.")
-    check_read_only(query, backend.profile.name)
+    check_read_only(query, backend.profile.name, remote=backend.kind == "remote")
     result = backend.run_query(query, settings.sparql_row_cap)
     if result.boolean is not None:
         data = SparqlResult(variables=[], rows=[], total=None, truncated=False, boolean=result.boolean)
