@@ -24,6 +24,26 @@ PLACEHOLDER_KEY = "not-needed"
 _REJECTED = (400, 422)
 
 
+def openai_client(
+    who: str, base_url: str | None, api_key: str | None, max_retries: int, timeout: float | None
+) -> openai.AsyncOpenAI:
+    """An SDK client from the arguments, else OPENAI_BASE_URL / OPENAI_API_KEY; a local server
+    (a base URL) may go without a key."""
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if api_key is None:
+        if base_url is None:
+            raise ModelError(
+                f"{who}: no API key; set OPENAI_API_KEY, or give a base URL "
+                "(--base-url or OPENAI_BASE_URL) for a local server that needs none"
+            )
+        api_key = PLACEHOLDER_KEY
+    options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+    if timeout is not None:
+        options["timeout"] = timeout
+    return openai.AsyncOpenAI(**options)
+
+
 class OpenAIChatModel(Model):
     """A chat model behind the Chat Completions API.
 
@@ -42,19 +62,7 @@ class OpenAIChatModel(Model):
         timeout: float | None = None,
     ):
         self.name = name
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        if api_key is None:
-            if base_url is None:
-                raise ModelError(
-                    f"openai:{name}: no API key; set OPENAI_API_KEY, or give a base URL "
-                    "(--base-url or OPENAI_BASE_URL) for a local server that needs none"
-                )
-            api_key = PLACEHOLDER_KEY
-        options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
-        if timeout is not None:
-            options["timeout"] = timeout
-        self.client = openai.AsyncOpenAI(**options)
+        self.client = openai_client(f"openai:{name}", base_url, api_key, max_retries, timeout)
         self.response_format_supported = True  # until a server says otherwise
 
     async def aclose(self) -> None:

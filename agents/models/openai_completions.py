@@ -20,7 +20,6 @@ ModelError with its HTTP status.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal
 
 import openai
@@ -28,7 +27,7 @@ import openai
 from agents.models import register_model
 from agents.models.base import Model, ModelError, Sampling, Usage
 from agents.models.completion import TextModel, TextPrompt, TextReply, cut_at_stop
-from agents.models.openai_chat import PLACEHOLDER_KEY, OpenAIChatModel, model_error, sampling_options
+from agents.models.openai_chat import OpenAIChatModel, model_error, openai_client, sampling_options
 
 Mode = Literal["completions", "chat"]
 CONTINUE_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
@@ -55,21 +54,7 @@ class OpenAITextModel(TextModel, Model):
     ):
         self.name = name
         self.mode = mode
-        if client is None:
-            base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-            api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-            if api_key is None:
-                if base_url is None:
-                    raise ModelError(
-                        f"openai-completions:{name}: no API key; set OPENAI_API_KEY, or give a base URL "
-                        "(--base-url or OPENAI_BASE_URL) for a local server that needs none"
-                    )
-                api_key = PLACEHOLDER_KEY
-            options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
-            if timeout is not None:
-                options["timeout"] = timeout
-            client = openai.AsyncOpenAI(**options)
-        self.client = client
+        self.client = client or openai_client(f"openai-completions:{name}", base_url, api_key, max_retries, timeout)
         self.continue_fields_supported = True  # until a server says otherwise (chat mode)
 
     @classmethod
