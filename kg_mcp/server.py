@@ -1,15 +1,14 @@
 """The MCP server: the KG tools over one backend, with instructions, resources and prompts.
 
 `build_server` makes the server object (used in-process by tests and agents); `serve` runs it
-over stdio, streamable HTTP or SSE. Logs go to stderr: stdout belongs to the stdio protocol.
+over stdio (kg_mcp.stdio), streamable HTTP or SSE (optionally rate-limited: kg_mcp.rate_limit).
+Logs go to stderr: stdout belongs to the stdio protocol.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import time
 from typing import Literal
 
 import anyio
@@ -22,7 +21,9 @@ from kg_mcp import __version__
 from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
+from kg_mcp.rate_limit import RateLimit
 from kg_mcp.settings import Settings
+from kg_mcp.stdio import serve_stdio
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ def serve(
     `rate_limit`: at most this many HTTP requests a minute from one client address (off when None/0).
     """
     if transport == "stdio":
-        anyio.run(_serve_stdio, server)
+        anyio.run(serve_stdio, server)
         return
     security = _transport_security(host, port, allowed_hosts, allowed_origins)
     if transport == "http":
@@ -150,112 +151,6 @@ def serve(
     uvicorn.run(app, host=host, port=port, log_config=_UVICORN_LOGGING)
 
 
-async def _serve_stdio(server: MCPServer) -> None:
-    """The SDK's stdio transport, with stdin read by the event loop where it can be.
-
-    The SDK reads stdin in a worker thread that cancellation cannot stop, so after Ctrl-C the
-    server waited for one more input line (or EOF) before it exited. Read by the event loop, a
-    pipe or terminal lets Ctrl-C end the server at once. Elsewhere (stdin is a regular file,
-    /dev/null, a socket; no /proc) the SDK reads stdin itself.
-    """
-    from mcp.server.stdio import stdio_server
-
-    lowlevel = getattr(server, "_lowlevel_server", None)
-    stdin = await _EventLoopStdin.open() if lowlevel is not None else None
-    if stdin is None:
-        await server.run_stdio_async()
-        return
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(_end_input_on_ctrl_c, stdin, group.cancel_scope)
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
-            group.cancel_scope.cancel()  # input ended: stop watching for Ctrl-C
-    finally:
-        stdin.close()
-
-
-async def _end_input_on_ctrl_c(stdin: _EventLoopStdin, scope: anyio.CancelScope) -> None:
-    """Ctrl-C (SIGINT) ends the input, so the server stops as it does at EOF; a second one cancels all."""
-    import signal
-
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async for _ in signals:
-            if stdin.ended:
-                scope.cancel()
-                return
-            log.info("interrupted: stopping as at the end of input")
-            stdin.end()
-
-
-class _EventLoopStdin:
-    """stdin's lines, read by the event loop (cancellable), for the SDK's stdio_server."""
-
-    MAX_LINE = 1 << 28  # longer lines are dropped (the SDK then answers nothing for them)
-
-    def __init__(self, reader, transport, saved_fd: int):
-        self.reader, self.transport, self.saved_fd = reader, transport, saved_fd
-        self.ended = False
-
-    def end(self) -> None:
-        """No more lines: the reader sees the end of input."""
-        self.ended = True
-        self.reader.feed_eof()
-
-    @classmethod
-    async def open(cls) -> _EventLoopStdin | None:
-        import asyncio
-        import os
-
-        import stat
-
-        try:
-            mode = os.fstat(0).st_mode
-            if not (stat.S_ISFIFO(mode) or (stat.S_ISCHR(mode) and os.isatty(0))):
-                return None  # a file, /dev/null, a socket: the SDK's reader (they end, or are rare)
-            # A file description of our own: the non-blocking flag set on it does not reach the
-            # terminal or pipe end that fd 0 shares with the parent process.
-            fd = os.open("/proc/self/fd/0", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        pipe = os.fdopen(fd, "rb", buffering=0)
-        try:
-            reader = asyncio.StreamReader(limit=cls.MAX_LINE)
-            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader), pipe
-            )
-        except (OSError, ValueError):  # not a pipe or terminal the event loop can watch
-            pipe.close()
-            return None
-        # As the SDK does: while serving, fd 0 reads the null device, so nothing else eats the protocol.
-        saved_fd = os.dup(0)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        return cls(reader, transport, saved_fd)
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> str:
-        if self.ended:
-            raise StopAsyncIteration
-        try:
-            line = await self.reader.readline()
-        except ValueError:  # a line past MAX_LINE: dropped
-            return "\n"
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-    def close(self) -> None:
-        import os
-
-        self.transport.close()
-        os.dup2(self.saved_fd, 0)
-        os.close(self.saved_fd)
-
-
 _UVICORN_LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -266,83 +161,6 @@ _UVICORN_LOGGING = {
         "uvicorn.access": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
     },
 }
-
-
-class RateLimit:
-    """ASGI middleware: at most `per_minute` HTTP requests a minute from one client, then 429.
-
-    A client is its address as uvicorn reports it (the peer address, or X-Forwarded-For when the
-    peer is a trusted proxy: uvicorn trusts 127.0.0.1 by default). Each client has a token bucket
-    of `per_minute` requests that refills continuously, so short bursts pass and a steady stream
-    is held to the rate. It runs before auth: refused requests cost nothing downstream. Every HTTP
-    request counts (an MCP session's start takes two or three, then one per call).
-    """
-
-    MAX_CLIENTS = 10_000  # buckets kept; idle (full) ones are dropped first
-
-    def __init__(self, app, per_minute: int, clock=time.monotonic):
-        if per_minute < 1:
-            raise ValueError("per_minute must be at least 1")
-        self.app = app
-        self.per_minute = per_minute
-        self.rate = per_minute / 60.0  # tokens a second
-        self.clock = clock
-        self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
-        self._refused, self._warned_at = 0, float("-inf")
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        client = (scope.get("client") or ("unknown", 0))[0]
-        wait = self._take(client)
-        if wait is None:
-            return await self.app(scope, receive, send)
-        retry_after = max(1, math.ceil(wait))
-        self._refused += 1
-        now = self.clock()
-        if now - self._warned_at >= 10:  # a flood of refusals must not flood the log too
-            log.warning("rate limit: %d request(s) answered 429 (latest from %s)", self._refused, client)
-            self._warned_at, self._refused = now, 0
-        body = json.dumps(
-            {
-                "error": "rate_limited",
-                "message": f"Too many requests: this server allows {self.per_minute} requests a minute per client. "
-                f"Retry after {retry_after} s.",
-                "retry_after": retry_after,
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 429,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(retry_after).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    def _take(self, client: str) -> float | None:
-        """Spend one request of `client`'s bucket: None if allowed, else the seconds until one is."""
-        now = self.clock()
-        tokens, at = self.buckets.get(client, (float(self.per_minute), now))
-        tokens = min(float(self.per_minute), tokens + (now - at) * self.rate)
-        if tokens >= 1.0:
-            self.buckets[client] = (tokens - 1.0, now)
-            if len(self.buckets) > self.MAX_CLIENTS:
-                self._prune(now)
-            return None
-        self.buckets[client] = (tokens, now)
-        return (1.0 - tokens) / self.rate
-
-    def _prune(self, now: float) -> None:
-        full = [c for c, (t, at) in self.buckets.items() if t + (now - at) * self.rate >= self.per_minute]
-        for c in full:
-            del self.buckets[c]
-        while len(self.buckets) > self.MAX_CLIENTS:  # all busy: forget the oldest ones
-            del self.buckets[min(self.buckets, key=lambda c: self.buckets[c][1])]
 
 
 def _transport_security(

@@ -1,0 +1,87 @@
+"""An optional per-client rate limit for the HTTP transports (`serve --rate-limit N`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+
+log = logging.getLogger(__name__)
+
+
+class RateLimit:
+    """ASGI middleware: at most `per_minute` HTTP requests a minute from one client, then 429.
+
+    A client is its address as uvicorn reports it (the peer address, or X-Forwarded-For when the
+    peer is a trusted proxy: uvicorn trusts 127.0.0.1 by default). Each client has a token bucket
+    of `per_minute` requests that refills continuously, so short bursts pass and a steady stream
+    is held to the rate. It runs before auth: refused requests cost nothing downstream. Every HTTP
+    request counts (an MCP session's start takes two or three, then one per call).
+    """
+
+    MAX_CLIENTS = 10_000  # buckets kept; idle (full) ones are dropped first
+
+    def __init__(self, app, per_minute: int, clock=time.monotonic):
+        if per_minute < 1:
+            raise ValueError("per_minute must be at least 1")
+        self.app = app
+        self.per_minute = per_minute
+        self.rate = per_minute / 60.0  # tokens a second
+        self.clock = clock
+        self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
+        self._refused, self._warned_at = 0, float("-inf")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        client = (scope.get("client") or ("unknown", 0))[0]
+        wait = self._take(client)
+        if wait is None:
+            return await self.app(scope, receive, send)
+        retry_after = max(1, math.ceil(wait))
+        self._refused += 1
+        now = self.clock()
+        if now - self._warned_at >= 10:  # a flood of refusals must not flood the log too
+            log.warning("rate limit: %d request(s) answered 429 (latest from %s)", self._refused, client)
+            self._warned_at, self._refused = now, 0
+        body = json.dumps(
+            {
+                "error": "rate_limited",
+                "message": f"Too many requests: this server allows {self.per_minute} requests a minute per client. "
+                f"Retry after {retry_after} s.",
+                "retry_after": retry_after,
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 429,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(retry_after).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def _take(self, client: str) -> float | None:
+        """Spend one request of `client`'s bucket: None if allowed, else the seconds until one is."""
+        now = self.clock()
+        tokens, at = self.buckets.get(client, (float(self.per_minute), now))
+        tokens = min(float(self.per_minute), tokens + (now - at) * self.rate)
+        if tokens >= 1.0:
+            self.buckets[client] = (tokens - 1.0, now)
+            if len(self.buckets) > self.MAX_CLIENTS:
+                self._prune(now)
+            return None
+        self.buckets[client] = (tokens, now)
+        return (1.0 - tokens) / self.rate
+
+    def _prune(self, now: float) -> None:
+        full = [c for c, (t, at) in self.buckets.items() if t + (now - at) * self.rate >= self.per_minute]
+        for c in full:
+            del self.buckets[c]
+        while len(self.buckets) > self.MAX_CLIENTS:  # all busy: forget the oldest ones
+            del self.buckets[min(self.buckets, key=lambda c: self.buckets[c][1])]
