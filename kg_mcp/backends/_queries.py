@@ -81,6 +81,24 @@ def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction, 
     return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ORDER BY DESC(?n)"
 
 
+def relations_around(
+    profile: Profile, node: ox.NamedNode, cap: int, label_predicates: Sequence[str], languages: Sequence[str]
+) -> str:
+    """Both directions' predicates with counts (?d "out"/"in") among the first `cap` edges, and,
+    with ?p unbound, the labels of `node` itself: everything get_relations shows, in one query."""
+    keep = visible(profile, "p", node)
+    edges = (
+        f'SELECT ?p ?d WHERE {{ {{ {node} ?p ?o . {keep} BIND("out" AS ?d) }} '
+        f'UNION {{ ?o ?p {node} . {keep} BIND("in" AS ?d) }} }} LIMIT {int(cap)}'
+    )
+    counts = f"SELECT ?p ?d (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ?d"
+    if not label_predicates:
+        return counts
+    langs = ", ".join(_string(lang) for lang in [*languages, ""])
+    own = f"BIND({node} AS ?o) {label_pattern('?o', '?ol', label_predicates)} FILTER(LANG(?ol) IN ({langs}))"
+    return f"SELECT ?p ?d ?n ?o ?lp ?ol WHERE {{ {{ {counts} }} UNION {{ {own} }} }}"
+
+
 def qualifiers(profile: Profile, node: ox.NamedNode, claims: Sequence[ox.NamedNode]) -> str:
     """Main value and qualifiers of `node`'s statements for the given claim predicates (p:Pn)."""
     model = profile.statements

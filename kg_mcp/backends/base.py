@@ -120,6 +120,10 @@ class Backend(ABC):
         then means "at least that many"."""
 
     @abstractmethod
+    def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
+        """`relation_counts` in both directions, outgoing first (one round trip where possible)."""
+
+    @abstractmethod
     def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
         """The number of visible edges when it is recorded (hub statistics), else None; never a scan."""
 

@@ -30,6 +30,11 @@ class OxigraphBackend(SparqlBackend):
         stats = self._hub_stats(node, direction)
         return None if stats is None else sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
 
+    def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
+        if self._hub_stats(node, Direction.OUTGOING) is None and self._hub_stats(node, Direction.INCOMING) is None:
+            return super().relations_around(node)
+        return self.relation_counts(node, Direction.OUTGOING) + self.relation_counts(node, Direction.INCOMING)
+
     def count_neighbours(self, node, direction, predicates):
         stats = self._hub_stats(node, direction)
         if stats is None:

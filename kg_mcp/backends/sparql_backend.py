@@ -182,6 +182,21 @@ class SparqlBackend(Backend):
             for r in rows
         ]
 
+    def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
+        query = q.relations_around(self.profile, node, self.count_cap, self.label_predicates, self.settings.languages)
+        rows: list[tuple[ox.NamedNode, Direction, int]] = []
+        own: dict[Term, tuple[tuple[int, int], str]] = {}
+        for s in self._solutions(query):
+            if s["p"] is None:  # a label of `node` itself
+                self._consider_label(own, node, s["lp"], s["ol"])
+                continue
+            way = Direction.OUTGOING if s["d"].value == "out" else Direction.INCOMING
+            rows.append((s["p"], way, int(s["n"].value)))
+        self._remember_labels(own)
+        exact = sum(n for *_, n in rows) < self.count_cap
+        rows.sort(key=lambda r: (r[1] is Direction.INCOMING, -r[2]))
+        return [RelationCount(p, way, n, exact) for p, way, n in rows]
+
     def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
         return None  # an endpoint records nothing; counting would mean a query
 

@@ -35,7 +35,7 @@ class RelationsResult(BaseModel):
 
 def get_relations(backend: Backend, settings: Settings, entity: str) -> ToolOutput:
     node = backend.resolve_entity(entity, check=False)
-    counts = backend.relation_counts(node, Direction.OUTGOING) + backend.relation_counts(node, Direction.INCOMING)
+    counts = backend.relations_around(node)
     if not counts:
         backend.require(node, entity)
     namer = Namer(backend, settings, [node, *(c.predicate for c in counts)])
