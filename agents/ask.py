@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-import agents.models.openai_completions  # noqa: F401 - registers openai-completions:NAME for get_model
 from agents.kg_client import KGClient
 from agents.models import Model, Sampling
 from agents.run import AgentResult

@@ -114,11 +114,5 @@ def format_problems(completion: str) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
-def answer_span(completion: str) -> str | None:
-    """The text of the last `<answer>...</answer>`, or None."""
-    spans = re.findall(r"<answer>(.*?)</answer>", completion, re.DOTALL)
-    return spans[-1] if spans else None
-
-
 def count_searches(completion: str) -> int:
     return len(re.findall(r"<search>.*?</search>", completion, re.DOTALL))

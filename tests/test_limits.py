@@ -181,7 +181,7 @@ def refused_queries(trap: str) -> list[str]:
     return [
         'INSERT DATA { <http://kg-mcp.local/entity/a> <http://kg-mcp.local/relation/r> "x" }',
         "DELETE WHERE { ?s ?p ?o }",
-        f"DELETE {{ ?s ?p ?o }} INSERT {{ ?s ?p 1 }} WHERE {{ ?s ?p ?o }}",
+        "DELETE { ?s ?p ?o } INSERT { ?s ?p 1 } WHERE { ?s ?p ?o }",
         f"LOAD <{trap}data.ttl>",
         f"LOAD SILENT <{trap}data.ttl> INTO GRAPH <urn:g>",
         "CLEAR ALL",

@@ -20,8 +20,6 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-import kg_mcp.loading.sources
-import kg_mcp.loading.text_triples
 from kg_mcp.loading import LoadError, load_sources, mint_local_name, recover_interrupted_swap
 from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, META_GRAPH, RDFS_LABEL, RELATION_PATH
 from kg_mcp.store_meta import read_meta

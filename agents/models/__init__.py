@@ -1,4 +1,5 @@
-"""Models by name: `openai:NAME`, `anthropic:NAME`, or any name registered (scripted models in tests).
+"""Models by name: `openai:NAME`, `anthropic:NAME`, `openai-completions:NAME` (text continuation,
+for KG-Reasoner), or any name registered (scripted models in tests).
 
 An OpenAI-compatible local server (vLLM, Ollama, llama.cpp) is the OpenAI adapter with another
 base URL (`--base-url` or OPENAI_BASE_URL), not an adapter of its own.
@@ -50,8 +51,12 @@ def get_model(spec: str, *, base_url: str | None = None, api_key: str | None = N
         from agents.models.openai_chat import OpenAIChatModel
 
         return OpenAIChatModel(name, base_url=base_url, api_key=api_key, max_retries=max_retries)
+    if provider == "openai-completions":  # the /v1/completions API, for text-continuing drivers (kgr)
+        from agents.models.openai_completions import OpenAITextModel
+
+        return OpenAITextModel(name, mode="completions", base_url=base_url, api_key=api_key, max_retries=max_retries)
     if provider == "anthropic":
         from agents.models.anthropic_messages import AnthropicModel
 
         return AnthropicModel(name, base_url=base_url, api_key=api_key, max_retries=max_retries)
-    raise ValueError(f"unknown model provider {provider!r}: use openai:NAME or anthropic:NAME")
+    raise ValueError(f"unknown model provider {provider!r}: use openai:NAME, anthropic:NAME or openai-completions:NAME")

@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 import openai
 
-from agents.models import register_model
 from agents.models.base import Model, ModelError, Sampling, Usage
 from agents.models.completion import TextModel, TextPrompt, TextReply, cut_at_stop
 from agents.models.openai_chat import OpenAIChatModel, model_error, openai_client, sampling_options
@@ -141,10 +140,3 @@ def text_model_for(model: Model | TextModel) -> TextModel:
     if isinstance(model, OpenAIChatModel):
         return OpenAITextModel.from_chat_model(model)
     return ChatAsText(model)
-
-
-def _factory(name: str, *, base_url=None, api_key=None, max_retries=4) -> OpenAITextModel:
-    return OpenAITextModel(name, mode="completions", base_url=base_url, api_key=api_key, max_retries=max_retries)
-
-
-register_model("openai-completions", _factory)
