@@ -31,13 +31,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kg_mcp.prompt_files import read_prompt
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.base import Message, Model, Sampling
+from kg_mcp.agents.models.json_text import parse_json_object
+from kg_mcp.agents.run import AgentResult, Run, resolve_topics
+from kg_mcp.agents.trace import Trace
 
-from agents.kg_client import KGClient
-from agents.models.base import Message, Model, Sampling
-from agents.models.json_text import parse_json_object
-from agents.run import AgentResult, Run, resolve_topics
-from agents.trace import Trace
+from kg_mcp.prompt_files import read_prompt
 
 EXEMPLARS = {"wikidata": "wikidata", "freebase": "freebase"}  # any other profile: generic
 ID_EXAMPLES = {"wikidata": "wd:Q42", "freebase": "m.0jcx"}

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from agents.kg_client import KGClient
-from agents.models import Model, Sampling
-from agents.run import AgentResult
-from agents.trace import Trace
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models import Model, Sampling
+from kg_mcp.agents.run import AgentResult
+from kg_mcp.agents.trace import Trace
 
 Method = Literal["sog", "ark", "r2kg", "r2kg-sc", "kgr"]
 METHODS: tuple[str, ...] = ("sog", "ark", "r2kg", "r2kg-sc", "kgr")
@@ -57,25 +57,25 @@ async def ask(
     (SoG turns, ARK-V1 steps K_max, R2-KG iterations T, KG-Reasoner generation rounds)."""
     options: dict[str, Any] = {"topics": topics or {}, "sampling": sampling, "trace": trace}
     if method == "sog":
-        from agents.sog import run_sog
+        from kg_mcp.agents.sog import run_sog
 
         return await run_sog(question, kg, model, **options, **({"max_turns": limit} if limit else {}))
     if method == "ark":
-        from agents.ark import run_ark
+        from kg_mcp.agents.ark import run_ark
 
         return await run_ark(question, kg, model, **options, **({"k_max": limit} if limit else {}))
     if method == "r2kg":
-        from agents.r2kg import run_r2kg
+        from kg_mcp.agents.r2kg import run_r2kg
 
         return await run_r2kg(
             question, kg, model, supervisor or model, **options, **({"max_iterations": limit} if limit else {})
         )
     if method == "r2kg-sc":
-        from agents.r2kg import run_r2kg_consistent
+        from kg_mcp.agents.r2kg import run_r2kg_consistent
 
         return await run_r2kg_consistent(question, kg, model, **options, **({"max_iterations": limit} if limit else {}))
     if method == "kgr":
-        from agents.kg_reasoner import run_kgr
+        from kg_mcp.agents.kg_reasoner import run_kgr
 
         return await run_kgr(question, kg, model, **options, **({"max_rounds": limit} if limit else {}))
     raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")

@@ -14,9 +14,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from kg_mcp.agents.models.base import ToolSpec
 from mcp import Client, StdioServerParameters
-
-from agents.models.base import ToolSpec
 
 
 @dataclass

@@ -21,14 +21,14 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from kg_mcp.prompt_files import read_prompt
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.kgr_format import ANSWER, BACKTRACK, SEARCH, STOP_SEQUENCES, pending, split_answers
+from kg_mcp.agents.models.base import Model, Sampling, Usage
+from kg_mcp.agents.models.completion import TextModel, TextPrompt, TextReply
+from kg_mcp.agents.run import AgentResult, Run, resolve_topics
+from kg_mcp.agents.trace import Trace
 
-from agents.kg_client import KGClient
-from agents.kgr_format import ANSWER, BACKTRACK, SEARCH, STOP_SEQUENCES, pending, split_answers
-from agents.models.base import Model, Sampling, Usage
-from agents.models.completion import TextModel, TextPrompt, TextReply
-from agents.run import AgentResult, Run, resolve_topics
-from agents.trace import Trace
+from kg_mcp.prompt_files import read_prompt
 
 TOOL = "kgr_search"
 OPEN = "<think>"
@@ -64,7 +64,7 @@ async def run_kgr(
     sampling: Sampling | None = None,
     trace: Trace | None = None,
 ) -> AgentResult:
-    from agents.models.openai_completions import text_model_for
+    from kg_mcp.agents.models.openai_completions import text_model_for
 
     run = Run("kgr", question, kg, trace)
     resolved = await resolve_topics(run, topics or {})

@@ -40,11 +40,12 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from agents.kg_client import KGClient
-from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
-from agents.models.json_text import parse_json_object
-from agents.run import AgentResult, Hop, Run, final_answers, resolve_topics
-from agents.trace import Trace
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
+from kg_mcp.agents.models.json_text import parse_json_object
+from kg_mcp.agents.run import AgentResult, Hop, Run, final_answers, resolve_topics
+from kg_mcp.agents.trace import Trace
+
 from kg_mcp.prompt_files import read_prompt
 
 METHOD = "r2kg"

@@ -2,7 +2,7 @@
 
 - retrieval: min(0.5 * n, 0.8) for n searches (rewarding the use of the KG, capped so that
   searching more never pays past the second search);
-- format: 0.5 when the completion's tags are well formed (`agents.kgr_format.format_problems`
+- format: 0.5 when the completion's tags are well formed (`kg_mcp.agents.kgr_format.format_problems`
   finds nothing, and the driver had to repair nothing), else 0;
 - answer: 1 when the answer is correct against the gold answers, else 0; unknown (None) without
   gold answers, and then left out of the total.
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from agents.kgr_format import format_problems
+from kg_mcp.agents.kgr_format import format_problems
 
 RETRIEVAL_PER_SEARCH = 0.5
 RETRIEVAL_CAP = 0.8

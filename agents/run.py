@@ -12,9 +12,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agents.kg_client import KGClient, ToolResult
-from agents.models.base import Message, Model, Reply, Sampling, ToolSpec, Usage
-from agents.trace import Trace
+from kg_mcp.agents.kg_client import KGClient, ToolResult
+from kg_mcp.agents.models.base import Message, Model, Reply, Sampling, ToolSpec, Usage
+from kg_mcp.agents.trace import Trace
 
 
 @dataclass

@@ -8,12 +8,12 @@ without a final answer, the run ends as abstained.
 
 from __future__ import annotations
 
-from kg_mcp.prompt_files import read_prompt
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.base import Message, Model, Sampling, ToolCall
+from kg_mcp.agents.run import AgentResult, Run, final_answers, resolve_topics
+from kg_mcp.agents.trace import Trace
 
-from agents.kg_client import KGClient
-from agents.models.base import Message, Model, Sampling, ToolCall
-from agents.run import AgentResult, Run, final_answers, resolve_topics
-from agents.trace import Trace
+from kg_mcp.prompt_files import read_prompt
 
 TOOL = "search"
 EXEMPLARS = {"wikidata": "wikidata", "freebase": "freebase"}  # any other profile: generic

@@ -1,7 +1,7 @@
 """Traces of any driver as SFT records in KG-Reasoner's think/search/triples/answer form, with rewards.
 
 `kg-mcp export-trajectories RUN_DIR` reads every trace under RUN_DIR (JSON-lines files whose
-first event is `start`, as `agents.trace` writes them) and writes one record per finished run:
+first event is `start`, as `kg_mcp.agents.trace` writes them) and writes one record per finished run:
 
     {"source", "method", "question", "topics", "prompt", "completion", "messages",
      "predicted", "abstained", "gold", "searches", "format_problems", "reward"}
@@ -15,7 +15,7 @@ tool call on an entity a `<search>` whose `<triples>` are its result (tool rows 
 otherwise), and the final answers the `<answer>`. Topic lookups (`find_entities`) and other
 tools are left out: they are the driver's, not the reasoning's.
 
-The reward is `agents.rewards.reward`. Gold answers come from `gold=`: the `results.jsonl` that
+The reward is `kg_mcp.agents.rewards.reward`. Gold answers come from `gold=`: the `results.jsonl` that
 `kg-mcp eval` writes (rows with `question`, `answers` = predicted, `gold`), or any JSON / JSON
 lines file of rows with `question` and `gold`, `answers` or `answer` (a MetaQA dev file works
 as it is); by default RUN_DIR/results.jsonl when there is one. Questions are matched after
@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agents.kg_reasoner import OPEN, prompt_for
-from agents.kgr_format import BACKTRACK, count_searches, format_problems
-from agents.rewards import Match, reward
-from agents.trace import read_trace
+from kg_mcp.agents.kg_reasoner import OPEN, prompt_for
+from kg_mcp.agents.kgr_format import BACKTRACK, count_searches, format_problems
+from kg_mcp.agents.rewards import Match, reward
+from kg_mcp.agents.trace import read_trace
 
 ENTITY_TOOLS = ("search", "get_relations", "explore_kg", "kgr_search")
 

@@ -10,10 +10,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from agents.kg_client import KGClient
-from agents.models.scripted import ScriptedModel
-from agents.sog import run_sog
-from agents.trace import Trace, read_trace
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.scripted import ScriptedModel
+from kg_mcp.agents.sog import run_sog
+from kg_mcp.agents.trace import Trace, read_trace
+
 from bench.common import DATA, Row
 from bench.store_measures import metaqa_store
 

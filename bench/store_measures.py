@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from bench.common import DATA, Row, free_port, paired_medians, start, stop, wait_http
 from bench.data import HUB, LABEL, write_graph
 from kg_mcp.backends import open_endpoint, open_store
@@ -105,7 +104,7 @@ def ordinary_calls(work: Path, samples: int) -> list[Row]:
 def output_tokens(work: Path, per_hop: int) -> list[Row]:
     """Target 3: tokens of search's markdown against SPARQL JSON results for the same rows,
     over filtered searches along gold paths (MetaQA dev hops and PathQuestion)."""
-    from agents.evaluation.tokens import count_tokens, tokenizer_name
+    from kg_mcp.agents.evaluation.tokens import count_tokens, tokenizer_name
 
     backend = open_store(metaqa_store(work))
     settings = Settings()

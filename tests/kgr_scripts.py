@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from agents.models.base import Reply
+from kg_mcp.agents.models.base import Reply
 
 Script = Callable[[str, str], str]  # (user turn, assistant text so far) -> continuation
 

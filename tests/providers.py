@@ -3,8 +3,8 @@
 Point the real SDKs (our adapters) at it to test whole agent runs without a network::
 
     from providers import FakeProvider, error, replies
-    from agents.models import Reply, get_model
-    from agents.models.scripted import call
+    from kg_mcp.agents.models import Reply, get_model
+    from kg_mcp.agents.models.scripted import call
 
     with FakeProvider(replies(Reply("", [call("search", entity="kg:Jaws")]), "Final answer: 1975")) as fake:
         model = get_model("openai:fake", base_url=fake.base_url_openai)         # or
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-from agents.models.base import Message, Reply, ToolCall
+from kg_mcp.agents.models.base import Message, Reply, ToolCall
 
 Api = Literal["openai", "anthropic"]
 ROUTES: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic", "/v1/completions": "openai"}

@@ -11,13 +11,12 @@ import json
 import re
 
 import pytest
-
-from agents.ark import looks_yes_no, run_ark
-from agents.models.json_text import parse_json_object
-from agents.kg_client import KGClient
-from agents.models.base import Message
-from agents.models.scripted import ScriptedModel
-from agents.trace import Trace
+from kg_mcp.agents.ark import looks_yes_no, run_ark
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.base import Message
+from kg_mcp.agents.models.json_text import parse_json_object
+from kg_mcp.agents.models.scripted import ScriptedModel
+from kg_mcp.agents.trace import Trace
 
 GOLD_2HOP = ["2-hop-dev-0", "2-hop-dev-1", "2-hop-dev-3", "2-hop-dev-25", "2-hop-dev-28"]
 ZWICK = "what are the languages spoken in the films directed by [Joel Zwick]"

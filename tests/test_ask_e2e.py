@@ -12,14 +12,13 @@ import subprocess
 import sys
 
 import pytest
+from kg_mcp.agents.models.base import ToolSpec
+from kg_mcp.agents.trace import read_trace
 from providers import FakeProvider
 from test_ark import Follower
 from test_r2kg import gold_supervisor, gold_walker
 from test_sog import gold_path_policy
 from test_transports import http_server
-
-from agents.models.base import ToolSpec
-from agents.trace import read_trace
 
 QUESTION = "what are the languages spoken in the films directed by [Joel Zwick]"  # 2-hop-dev-0
 GOLD_PATH = ["~directed_by", "in_language"]

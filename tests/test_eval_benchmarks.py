@@ -6,11 +6,11 @@ import json
 import warnings
 
 import pytest
+from kg_mcp.agents.evaluation.benchmarks import NAMES, DuplicateId, MalformedEntry, load_benchmark, select
+from kg_mcp.agents.evaluation.oracle import run_oracle
+from kg_mcp.agents.evaluation.stores import ensure_store
+from kg_mcp.agents.kg_client import KGClient
 
-from agents.evaluation.benchmarks import NAMES, DuplicateId, MalformedEntry, load_benchmark, select
-from agents.evaluation.oracle import run_oracle
-from agents.evaluation.stores import ensure_store
-from agents.kg_client import KGClient
 from kg_mcp.backends import open_store
 from kg_mcp.cli import _BENCHMARKS
 from kg_mcp.errors import ConfigError

@@ -16,13 +16,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from kg_mcp.agents.evaluation.benchmarks import load_benchmark
+from kg_mcp.agents.evaluation.prices import PRICES
+from kg_mcp.agents.models.base import ToolSpec, Usage
 from PIL import Image
 from providers import FakeProvider, error
 from test_sog import gold_path_policy
-
-from agents.evaluation.benchmarks import load_benchmark
-from agents.evaluation.prices import PRICES
-from agents.models.base import ToolSpec, Usage
 
 QUESTIONS = 6
 HOLD_AT = 3  # the fourth question is in flight when the run is killed

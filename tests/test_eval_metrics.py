@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from agents.evaluation.matching import answer_key, canonical_id, matched, matches, normalise, yes_no
-from agents.evaluation.metrics import (
+from kg_mcp.agents.evaluation.matching import answer_key, canonical_id, matched, matches, normalise, yes_no
+from kg_mcp.agents.evaluation.metrics import (
     Answer,
     ark_metrics,
     by_hops,
@@ -18,8 +17,8 @@ from agents.evaluation.metrics import (
     score,
     sog_metrics,
 )
-from agents.evaluation.prices import PRICES, price_of, run_cost
-from agents.evaluation.tokens import count_tokens, tokenizer_name
+from kg_mcp.agents.evaluation.prices import PRICES, price_of, run_cost
+from kg_mcp.agents.evaluation.tokens import count_tokens, tokenizer_name
 
 # --- matching ----------------------------------------------------------------------------------
 

@@ -10,11 +10,11 @@ from collections import defaultdict
 from functools import lru_cache
 
 import pytest
+from kg_mcp.agents.evaluation.benchmarks import WITH_GOLD_PATHS, Question, load_benchmark, select
+from kg_mcp.agents.evaluation.oracle import run_oracle
+from kg_mcp.agents.evaluation.stores import ensure_store, load_command, store_path
+from kg_mcp.agents.kg_client import KGClient
 
-from agents.evaluation.benchmarks import WITH_GOLD_PATHS, Question, load_benchmark, select
-from agents.evaluation.oracle import run_oracle
-from agents.evaluation.stores import ensure_store, load_command, store_path
-from agents.kg_client import KGClient
 from kg_mcp.backends import open_store
 from kg_mcp.settings import Settings
 
@@ -91,7 +91,7 @@ async def test_cut_outputs_lose_answers(metaqa_store_dir, data_dir):
     assert rows[0].cut and not rows[0].recalled and len(rows[0].missing) == 29 - 3
 
 
-@pytest.mark.filterwarnings("ignore::agents.evaluation.benchmarks.DuplicateId")
+@pytest.mark.filterwarnings("ignore::kg_mcp.agents.evaluation.benchmarks.DuplicateId")
 async def test_questions_without_gold_paths_have_no_oracle(data_dir, metaqa):
     bench = load_benchmark("colota-cv", data_dir)
     async with KGClient.connect(server=metaqa) as kg:

@@ -6,16 +6,15 @@ import asyncio
 import io
 
 import pytest
+from kg_mcp.agents.evaluation.benchmarks import load_benchmark, select
+from kg_mcp.agents.evaluation.html import trace_steps, write_report
+from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
+from kg_mcp.agents.evaluation.stores import KGTarget
+from kg_mcp.agents.evaluation.summary import load_run, summarise, table
+from kg_mcp.agents.models.scripted import ScriptedModel
+from kg_mcp.agents.trace import read_trace
 from PIL import Image
 from test_eval_runner import gold_model
-
-from agents.evaluation.benchmarks import load_benchmark, select
-from agents.evaluation.html import trace_steps, write_report
-from agents.evaluation.runner import EvalPlan, run_eval
-from agents.evaluation.stores import KGTarget
-from agents.evaluation.summary import load_run, summarise, table
-from agents.models.scripted import ScriptedModel
-from agents.trace import read_trace
 
 
 @pytest.fixture(scope="module")

@@ -10,19 +10,19 @@ import itertools
 import json
 
 import pytest
+from kg_mcp.agents.evaluation.benchmarks import Question, load_benchmark, select
+from kg_mcp.agents.evaluation.html import write_report
+from kg_mcp.agents.evaluation.prices import PRICES
+from kg_mcp.agents.evaluation.rundir import RunDir
+from kg_mcp.agents.evaluation.runner import GIVE_UP_AFTER, EvalPlan, run_eval
+from kg_mcp.agents.evaluation.stores import KGTarget
+from kg_mcp.agents.evaluation.summary import load_run, summarise
+from kg_mcp.agents.models import ModelError
+from kg_mcp.agents.models.scripted import ScriptedModel
+from kg_mcp.agents.trace import read_trace
 from test_ark import Follower
 from test_sog import gold_path_policy
 
-from agents.evaluation.benchmarks import Question, load_benchmark, select
-from agents.evaluation.html import write_report
-from agents.evaluation.prices import PRICES
-from agents.evaluation.rundir import RunDir
-from agents.evaluation.runner import GIVE_UP_AFTER, EvalPlan, run_eval
-from agents.evaluation.stores import KGTarget
-from agents.evaluation.summary import load_run, summarise
-from agents.models import ModelError
-from agents.models.scripted import ScriptedModel
-from agents.trace import read_trace
 from kg_mcp.errors import ConfigError
 
 
@@ -125,7 +125,7 @@ async def test_another_run_in_the_same_folder_is_refused(metaqa, one_hop, tmp_pa
         await run_eval(other, gold_model(questions), progress=False)
 
 
-@pytest.mark.filterwarnings("ignore::agents.evaluation.benchmarks.DuplicateId")
+@pytest.mark.filterwarnings("ignore::kg_mcp.agents.evaluation.benchmarks.DuplicateId")
 async def test_yes_no_claims_go_to_ark_as_yes_no_and_score_by_verdict(metaqa, data_dir, tmp_path):
     """A claim (not phrased as a question) run three times: verdicts True, None, True."""
     claim = Question("c1", "Jaws was directed by Steven Spielberg.", ("True",), kind="yes_no", topics={"Jaws": None})

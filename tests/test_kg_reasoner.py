@@ -11,17 +11,16 @@ import subprocess
 import sys
 
 import pytest
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.kg_reasoner import run_kgr
+from kg_mcp.agents.models import get_model
+from kg_mcp.agents.models.base import Reply
+from kg_mcp.agents.models.completion import ChatAsText, TextPrompt
+from kg_mcp.agents.models.openai_completions import OpenAITextModel, text_model_for
+from kg_mcp.agents.models.scripted import ScriptedModel
+from kg_mcp.agents.trace import Trace, read_trace
 from kgr_scripts import as_chat_policy, backtracker, blocks, gold_walker, over_the_wire
 from providers import FakeProvider, error
-
-from agents.kg_client import KGClient
-from agents.kg_reasoner import run_kgr
-from agents.models import get_model
-from agents.models.base import Reply
-from agents.models.completion import ChatAsText, TextPrompt
-from agents.models.openai_completions import OpenAITextModel, text_model_for
-from agents.models.scripted import ScriptedModel
-from agents.trace import Trace, read_trace
 
 JOEL = "what are the languages spoken in the films directed by [Joel Zwick]"  # 2-hop-dev-0, gold: Greek
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from kg_mcp.agents.kg_client import KGClient
 
-from agents.kg_client import KGClient
 from kg_mcp.backends import open_store
 from kg_mcp.errors import ConfigError, InvalidInput
 from kg_mcp.loading import load_sources

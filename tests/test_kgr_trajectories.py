@@ -8,22 +8,22 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from kg_mcp.agents.ark import run_ark
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.kg_reasoner import run_kgr
+from kg_mcp.agents.kgr_format import format_problems, pending, split_answers
+from kg_mcp.agents.models.scripted import ScriptedModel
+from kg_mcp.agents.r2kg import run_r2kg
+from kg_mcp.agents.rewards import Reward, is_correct, retrieval_reward, reward
+from kg_mcp.agents.sog import run_sog
+from kg_mcp.agents.trace import Trace
+from kg_mcp.agents.trajectories import export, find_traces, load_gold, trajectory
 from kgr_scripts import as_chat_policy, backtracker
 from test_ark import Follower
 from test_r2kg import gold_supervisor
 from test_r2kg import gold_walker as r2kg_walker
 from test_sog import gold_path_policy
 
-from agents.ark import run_ark
-from agents.kg_client import KGClient
-from agents.kg_reasoner import run_kgr
-from agents.kgr_format import format_problems, pending, split_answers
-from agents.models.scripted import ScriptedModel
-from agents.r2kg import run_r2kg
-from agents.rewards import Reward, is_correct, retrieval_reward, reward
-from agents.sog import run_sog
-from agents.trace import Trace
-from agents.trajectories import export, find_traces, load_gold, trajectory
 from kg_mcp.cli import main
 
 JOEL = "what are the languages spoken in the films directed by [Joel Zwick]"  # gold: Greek

@@ -6,12 +6,11 @@ import json
 import time
 
 import pytest
+from kg_mcp.agents.models import Message, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage, get_model
+from kg_mcp.agents.models.anthropic_messages import AnthropicModel
+from kg_mcp.agents.models.openai_chat import OpenAIChatModel
+from kg_mcp.agents.models.scripted import call
 from providers import FakeProvider, HTTPReply, Request, error, replies
-
-from agents.models import Message, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage, get_model
-from agents.models.anthropic_messages import AnthropicModel
-from agents.models.openai_chat import OpenAIChatModel
-from agents.models.scripted import call
 
 APIS = ["openai", "anthropic"]
 KEY = "sk-test-123"

@@ -6,11 +6,10 @@ import json
 import re
 
 import pytest
-
-from agents.kg_client import KGClient
-from agents.models.base import Message, Reply, Sampling, ToolCall
-from agents.models.scripted import ScriptedModel, call
-from agents.r2kg import (
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.base import Message, Reply, Sampling, ToolCall
+from kg_mcp.agents.models.scripted import ScriptedModel, call
+from kg_mcp.agents.r2kg import (
     Evidence,
     answer_set,
     normalise,
@@ -19,7 +18,8 @@ from agents.r2kg import (
     run_r2kg_consistent,
     temperatures,
 )
-from agents.trace import Trace, read_trace
+from kg_mcp.agents.trace import Trace, read_trace
+
 from kg_mcp.prompt_files import read_prompt
 
 _ROW = re.compile(r"^\| (\S+) \| (\S+) \| (.*) \|$")

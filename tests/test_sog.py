@@ -7,12 +7,11 @@ import json
 import re
 
 import pytest
-
-from agents.kg_client import KGClient
-from agents.models.base import Reply
-from agents.models.scripted import ScriptedModel, call
-from agents.sog import run_sog
-from agents.trace import Trace, read_trace
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models.base import Reply
+from kg_mcp.agents.models.scripted import ScriptedModel, call
+from kg_mcp.agents.sog import run_sog
+from kg_mcp.agents.trace import Trace, read_trace
 
 ROW = re.compile(r"^\| ([^|]+) \| [^|]* \| ([^|]+) \| ([^|]*) \|$", re.MULTILINE)
 

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-
-from agents.evaluation.plots import all_plots
-from agents.evaluation.rundir import trace_name
-from agents.evaluation.summary import ROWS, RunData, fmt
-from agents.trace import read_trace
+from kg_mcp.agents.evaluation.plots import all_plots
+from kg_mcp.agents.evaluation.rundir import trace_name
+from kg_mcp.agents.evaluation.summary import ROWS, RunData, fmt
+from kg_mcp.agents.trace import read_trace
 
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_LINES = 25  # tool outputs longer than this are folded

@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agents.evaluation.matching import answer_key, matched, matches, yes_no
+from kg_mcp.agents.evaluation.matching import answer_key, matched, matches, yes_no
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agents.evaluation.benchmarks import Benchmark, Question
-from agents.evaluation.matching import normalise
-from agents.evaluation.tokens import count_tokens, tokenizer_name
-from agents.kg_client import KGClient
+from kg_mcp.agents.evaluation.benchmarks import Benchmark, Question
+from kg_mcp.agents.evaluation.matching import normalise
+from kg_mcp.agents.evaluation.tokens import count_tokens, tokenizer_name
+from kg_mcp.agents.kg_client import KGClient
 
 CUT_MARKERS = ("(cut)", "[Output cut at")
 

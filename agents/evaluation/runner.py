@@ -19,17 +19,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agents.ask import ask
-from agents.evaluation.benchmarks import Benchmark, Question
-from agents.evaluation.matching import canonical_id
-from agents.evaluation.metrics import score
-from agents.evaluation.prices import AS_OF, run_cost
-from agents.evaluation.rundir import RunDir
-from agents.evaluation.stores import KGTarget
-from agents.kg_client import KGClient
-from agents.models import Model, Sampling
-from agents.run import AgentResult
-from agents.trace import Trace
+from kg_mcp.agents.ask import ask
+from kg_mcp.agents.evaluation.benchmarks import Benchmark, Question
+from kg_mcp.agents.evaluation.matching import canonical_id
+from kg_mcp.agents.evaluation.metrics import score
+from kg_mcp.agents.evaluation.prices import AS_OF, run_cost
+from kg_mcp.agents.evaluation.rundir import RunDir
+from kg_mcp.agents.evaluation.stores import KGTarget
+from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.models import Model, Sampling
+from kg_mcp.agents.run import AgentResult
+from kg_mcp.agents.trace import Trace
 
 MAX_GOLD_LABELS = 50  # gold ids whose labels are looked up per question
 GIVE_UP_AFTER = 5  # failures in a row, with no success yet in this start: the model or KG is unreachable
@@ -91,7 +91,7 @@ async def answer(plan: EvalPlan, kg: KGClient, question: Question, model: Model,
     """One driver run. ARK-V1 is told when a question is yes/no (CoLoTa's claims do not read as questions)."""
     try:
         if plan.agent == "ark" and question.kind == "yes_no":
-            from agents.ark import run_ark
+            from kg_mcp.agents.ark import run_ark
 
             caps = {"k_max": plan.agent_limit} if plan.agent_limit else {}
             return await run_ark(

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kg_mcp.errors import ConfigError
+from kg_mcp.agents.evaluation.benchmarks import Benchmark
+from kg_mcp.agents.kg_client import KGClient
 
-from agents.evaluation.benchmarks import Benchmark
-from agents.kg_client import KGClient
+from kg_mcp.errors import ConfigError
 
 
 def default_cache_dir() -> Path:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.evaluation.metrics import (
+from kg_mcp.agents.evaluation.metrics import (
     Answer,
     Score,
     ark_metrics,
@@ -22,8 +22,8 @@ from agents.evaluation.metrics import (
     score,
     sog_metrics,
 )
-from agents.evaluation.prices import price_of
-from agents.evaluation.rundir import RunDir
+from kg_mcp.agents.evaluation.prices import price_of
+from kg_mcp.agents.evaluation.rundir import RunDir
 
 
 @dataclass

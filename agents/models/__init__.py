@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
+from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
 
 __all__ = [
     "Message",
@@ -48,15 +48,15 @@ def get_model(spec: str, *, base_url: str | None = None, api_key: str | None = N
     if not name:
         raise ValueError(f"name a model as provider:NAME (openai:gpt-4o-mini, anthropic:claude-sonnet-4-5), not {spec!r}")
     if provider == "openai":
-        from agents.models.openai_chat import OpenAIChatModel
+        from kg_mcp.agents.models.openai_chat import OpenAIChatModel
 
         return OpenAIChatModel(name, base_url=base_url, api_key=api_key, max_retries=max_retries)
     if provider == "openai-completions":  # the /v1/completions API, for text-continuing drivers (kgr)
-        from agents.models.openai_completions import OpenAITextModel
+        from kg_mcp.agents.models.openai_completions import OpenAITextModel
 
         return OpenAITextModel(name, mode="completions", base_url=base_url, api_key=api_key, max_retries=max_retries)
     if provider == "anthropic":
-        from agents.models.anthropic_messages import AnthropicModel
+        from kg_mcp.agents.models.anthropic_messages import AnthropicModel
 
         return AnthropicModel(name, base_url=base_url, api_key=api_key, max_retries=max_retries)
     raise ValueError(f"unknown model provider {provider!r}: use openai:NAME, anthropic:NAME or openai-completions:NAME")

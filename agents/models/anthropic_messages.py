@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 import anthropic
+from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
 
-from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
 RESPOND_TOOL = "respond"
 PLACEHOLDER_KEY = "not-needed"
 ANSWER_DESCRIPTION = "Give the answer."

@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from agents.models.base import Message, Model, Sampling, Usage
+from kg_mcp.agents.models.base import Message, Model, Sampling, Usage
 
 
 @dataclass(frozen=True)

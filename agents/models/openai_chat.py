@@ -13,9 +13,8 @@ import os
 from typing import Any
 
 import openai
-
-from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
-from agents.models.json_text import json_object_span
+from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
+from kg_mcp.agents.models.json_text import json_object_span
 
 # Local servers usually ignore the key, but the SDK refuses to start without one.
 PLACEHOLDER_KEY = "not-needed"

@@ -23,10 +23,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import openai
-
-from agents.models.base import Model, ModelError, Sampling, Usage
-from agents.models.completion import TextModel, TextPrompt, TextReply, cut_at_stop
-from agents.models.openai_chat import OpenAIChatModel, model_error, openai_client, sampling_options
+from kg_mcp.agents.models.base import Model, ModelError, Sampling, Usage
+from kg_mcp.agents.models.completion import TextModel, TextPrompt, TextReply, cut_at_stop
+from kg_mcp.agents.models.openai_chat import OpenAIChatModel, model_error, openai_client, sampling_options
 
 Mode = Literal["completions", "chat"]
 CONTINUE_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
@@ -133,7 +132,7 @@ def text_model_for(model: Model | TextModel) -> TextModel:
     A text model as it is; an `openai:NAME` chat model in chat mode over its own client; any
     other chat model through `ChatAsText`.
     """
-    from agents.models.completion import ChatAsText
+    from kg_mcp.agents.models.completion import ChatAsText
 
     if isinstance(model, TextModel):
         return model

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
+from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
 
 Policy = Callable[[list[Message], list[ToolSpec]], Reply | Awaitable[Reply]]
 _ids = itertools.count(1)

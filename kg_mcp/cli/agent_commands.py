@@ -1,243 +1,20 @@
-"""The `kg-mcp` command: serve, load, call, info.
+"""Commands that run the method drivers (kg_mcp.agents): ask, eval, report, export-trajectories.
 
-Only this module turns errors into exit messages; everything it calls raises.
+The command line is the one layer that sees both the server and its clients; these commands
+hand the drivers a KG client, never the server's internals.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from kg_mcp import __version__
+from kg_mcp.cli.common import _open, _settings, _store_options, main
 from kg_mcp.errors import ConfigError
-from kg_mcp.profiles import PROFILES
-from kg_mcp.settings import Settings
-
-log = logging.getLogger("kg_mcp")
-
-
-def _setup_logging(verbose: bool) -> None:
-    # stderr only: on stdio, stdout carries the protocol and nothing else.
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-
-
-def _store_options(func):
-    """--store / --sparql / --wikidata / --profile, shared by serve, call and info."""
-    options = [
-        click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="An Oxigraph store made by `kg-mcp load`."),
-        click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint URL (read-only)."),
-        click.option("--wikidata", is_flag=True, help="The public Wikidata query service."),
-        click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given)."),
-        click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
-        click.option("--enable-sparql", is_flag=True, help="Also expose the read-only `sparql` tool."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
-    overrides: dict = {}
-    if languages:
-        overrides["languages"] = list(languages)
-    if enable_sparql:
-        overrides["sparql_tool"] = True
-    return Settings(**overrides)
-
-
-def _open(store, sparql_url, wikidata, profile, settings):
-    from kg_mcp.backends import open_backend
-
-    return open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
-
-
-class _Group(click.Group):
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except ConfigError as e:
-            raise click.ClickException(str(e)) from None
-
-
-@click.group(cls=_Group)
-@click.version_option(__version__, prog_name="kg-mcp")
-@click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
-def main(verbose: bool) -> None:
-    """kg-mcp: knowledge-graph tools for LLMs over the Model Context Protocol.
-
-    With no --store, --sparql or --wikidata, `serve` and `call` use a small demo KG.
-    """
-    _setup_logging(verbose)
-
-
-@main.command()
-@_store_options
-@click.option("--transport", type=click.Choice(["stdio", "http", "sse"]), default="stdio", show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--auth-token-env", metavar="VAR", help="Require this bearer token (read from the variable VAR) on HTTP.")
-@click.option("--auth-token-file", type=click.Path(dir_okay=False), help="Require the bearer token kept in this file.")
-@click.option("--allow-host", "allowed_hosts", multiple=True, help="Extra Host header to accept, e.g. kg.example.org:443.")
-@click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
-@click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
-              help="HTTP/SSE: at most N requests a minute per client address, then 429 with Retry-After (default off; KG_MCP_RATE_LIMIT).")
-def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit):
-    """Serve the KG tools over stdio (default), streamable HTTP or SSE."""
-    from kg_mcp.auth import read_token
-    from kg_mcp.server import build_server
-    from kg_mcp.server import serve as run_server
-
-    token = read_token(env_var=auth_token_env, file=auth_token_file)
-    if token and transport == "stdio":
-        raise ConfigError("Auth tokens apply to --transport http or sse; stdio is reached only by its parent process.")
-    if rate_limit and transport == "stdio":
-        raise ConfigError("--rate-limit applies to --transport http or sse; stdio has one client, its parent process.")
-    if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not token:
-        log.warning("serving on %s without --auth-token-env/--auth-token-file: anyone who can reach it can query", host)
-    backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
-    display_host = f"[{host}]" if ":" in host else host
-    server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}")
-    if transport != "stdio":
-        path = "/mcp" if transport == "http" else "/sse"
-        where = getattr(backend, "location", None) or getattr(backend, "url", "")
-        click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}" + (" (bearer token required)" if token else ""), err=True)
-    try:
-        limit = backend.settings.rate_limit if rate_limit is None else rate_limit
-        run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                   allowed_origins=list(allowed_origins), rate_limit=limit or None)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        backend.close()
-
-
-@main.command()
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--store", required=True, type=click.Path(file_okay=False, path_type=Path), help="Store directory (created if missing).")
-@click.option("--format", "fmt", help="Override the format guessed from the file name (nt, nq, ttl, trig, rdfxml, text, wikidata-json).")
-@click.option("--base-iri", help="Namespace for names minted from plain-text triple files.")
-@click.option("--skip-bad", is_flag=True, help="Skip and count malformed lines instead of stopping.")
-@click.option("--hub-threshold", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Keep predicate statistics for nodes with at least this many edges in one direction.")
-@click.option("--optimize", is_flag=True, help="Compact the store after loading (slower load, somewhat faster reads).")
-def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
-    """Bulk-load RDF, plain-text triples or Wikidata JSON into a store, atomically.
-
-    A failed or interrupted load leaves the previous store as it was.
-    """
-    from kg_mcp.loading import LoadError, load_sources
-    from kg_mcp.namespaces import DEFAULT_BASE_IRI
-
-    try:
-        report = load_sources(
-            list(sources),
-            store,
-            format=fmt,
-            base_iri=base_iri or DEFAULT_BASE_IRI,
-            skip_bad=skip_bad,
-            hub_threshold=hub_threshold,
-            optimize=optimize,
-        )
-    except LoadError as e:
-        raise click.ClickException(f"load failed, the store is unchanged: {e}") from None
-    click.echo(report.summary(), err=True)
-
-
-@main.command()
-@_store_options
-@click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio.")
-@click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp.")
-@click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url).")
-@click.option("--json", "as_json", is_flag=True, help="Print the structured content instead of the text.")
-@click.argument("tool")
-@click.argument("arguments", default="{}")
-def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url, auth_token_env, as_json, tool, arguments):
-    """Call TOOL with ARGUMENTS (a JSON object) on any MCP server and print the result.
-
-    \b
-    kg-mcp call find_entities '{"name": "Vincent van Gogh"}'
-    kg-mcp call --store S search '{"entity": "kg:Catch_Me_If_You_Can"}'
-    kg-mcp call --url http://127.0.0.1:8000/mcp --auth-token-env TOKEN get_relations '{"entity": "wd:Q42"}'
-    """
-    from kg_mcp.auth import read_token
-
-    try:
-        args = json.loads(arguments)
-    except json.JSONDecodeError as e:
-        raise click.BadParameter(f"not JSON: {e}", param_hint="ARGUMENTS") from None
-    if not isinstance(args, dict):
-        raise click.BadParameter("must be a JSON object", param_hint="ARGUMENTS")
-    if server_cmd and url:
-        raise ConfigError("Give --server-cmd or --url, not both.")
-    token = read_token(env_var=auth_token_env)
-    refused: list[int] = []  # HTTP 401/403 answers seen by `call --url`
-    if server_cmd or url:
-        target = _remote_target(server_cmd, url, token, refused)
-    else:
-        from kg_mcp.server import build_server
-
-        backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
-        target = build_server(backend, backend.settings)
-    try:
-        result = asyncio.run(_call(target, tool, args))
-    except Exception as e:  # a server that cannot be started or reached, or refuses us (401...)
-        if not (server_cmd or url):
-            raise
-        if refused:  # the SDK reports HTTP errors only as "Server returned an error response"
-            raise click.ClickException(
-                f"the MCP server refused the request (HTTP {refused[-1]}): check the token given with --auth-token-env"
-            ) from None
-        cause = _root_cause(e)
-        raise click.ClickException(f"cannot talk to the MCP server: {type(cause).__name__}: {cause}") from None
-    if as_json:
-        click.echo(json.dumps(result.structured_content, indent=1, ensure_ascii=False))
-    else:
-        click.echo("\n".join(getattr(c, "text", str(c)) for c in result.content))
-    if result.is_error:
-        sys.exit(1)
-
-
-def _remote_target(server_cmd: str | None, url: str | None, token: str | None, refused: list[int]):
-    import os
-
-    from mcp import StdioServerParameters
-
-    if server_cmd:
-        command, *cmd_args = shlex.split(server_cmd)
-        return StdioServerParameters(command=command, args=cmd_args, env=dict(os.environ))
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    async def note_refusal(response) -> None:
-        if response.status_code in (401, 403):
-            refused.append(response.status_code)
-
-    client = httpx2.AsyncClient(headers=headers, timeout=60, event_hooks={"response": [note_refusal]})
-    return streamable_http_client(url, http_client=client)
-
-
-def _root_cause(error: BaseException) -> BaseException:
-    """The first error inside the exception groups that anyio wraps transport failures in."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
-async def _call(target, tool: str, args: dict):
-    from mcp import Client
-
-    async with Client(target) as client:
-        return await client.call_tool(tool, args)
 
 
 @main.command()
@@ -268,13 +45,12 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
     kg-mcp ask "Where was Vincent van Gogh born?" --topic "Vincent van Gogh" --model openai:gpt-4o-mini
     kg-mcp ask "..." --agent r2kg --model openai:qwen2.5-7b --base-url http://localhost:8001/v1 --supervisor anthropic:claude-sonnet-4-5
     """
+    from kg_mcp.agents.ask import ask as run_ask
+    from kg_mcp.agents.ask import default_trace_path, parse_topics
+    from kg_mcp.agents.kg_client import KGClient
+    from kg_mcp.agents.models import ModelError, Sampling, get_model
+    from kg_mcp.agents.trace import Trace
     from kg_mcp.auth import read_token
-
-    from agents.ask import ask as run_ask
-    from agents.ask import default_trace_path, parse_topics
-    from agents.kg_client import KGClient
-    from agents.models import ModelError, Sampling, get_model
-    from agents.trace import Trace
 
     if server_cmd and url:
         raise ConfigError("Give --server-cmd or --url, not both.")
@@ -334,7 +110,7 @@ def export_trajectories(run_dir, gold_path, match, out, min_reward):
     \b
     kg-mcp export-trajectories traces/ --gold ../shared/data/metaqa/2hop_dev.json --out sft.jsonl
     """
-    from agents.trajectories import export, find_traces
+    from kg_mcp.agents.trajectories import export, find_traces
 
     written = kept_reward = 0
     traces = len(find_traces(run_dir))
@@ -354,7 +130,7 @@ def export_trajectories(run_dir, gold_path, match, out, min_reward):
 
 
 _BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h", "pathquestion-l2h",
-               "qald10", "colota-qa", "colota-cv")  # agents.evaluation.benchmarks.NAMES
+               "qald10", "colota-qa", "colota-cv")  # kg_mcp.agents.evaluation.benchmarks.NAMES
 
 
 def _echo_warnings(caught) -> None:
@@ -403,10 +179,9 @@ def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supe
     """
     import warnings
 
+    from kg_mcp.agents.evaluation.benchmarks import WITH_GOLD_PATHS, load_benchmark, select
+    from kg_mcp.agents.evaluation.stores import choose_kg
     from kg_mcp.auth import read_token
-
-    from agents.evaluation.benchmarks import WITH_GOLD_PATHS, load_benchmark, select
-    from agents.evaluation.stores import choose_kg
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -428,7 +203,7 @@ def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supe
 
 
 def _run_oracle(bench, questions, kg, out) -> None:
-    from agents.evaluation.oracle import format_summary, row_dict, run_oracle
+    from kg_mcp.agents.evaluation.oracle import format_summary, row_dict, run_oracle
 
     async def go():
         async with kg.client() as client:
@@ -445,11 +220,11 @@ def _run_oracle(bench, questions, kg, out) -> None:
 
 def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
               max_steps, temperature, selection) -> None:
-    from agents.ask import METHODS
-    from agents.evaluation.rundir import RunDir
-    from agents.evaluation.runner import EvalPlan, run_eval
-    from agents.evaluation.summary import load_run, summarise, table
-    from agents.models import ModelError, Sampling, get_model
+    from kg_mcp.agents.ask import METHODS
+    from kg_mcp.agents.evaluation.rundir import RunDir
+    from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
+    from kg_mcp.agents.evaluation.summary import load_run, summarise, table
+    from kg_mcp.agents.models import ModelError, Sampling, get_model
 
     if agent not in METHODS:
         raise click.BadParameter(f"{agent!r}: choose one of {', '.join(METHODS)}", param_hint="--agent")
@@ -484,8 +259,8 @@ def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervis
 @click.option("--max-questions", type=int, default=300, show_default=True, help="Answers listed (with trace pages) per run.")
 def report(run_dirs, html_path, max_questions):
     """Compare evaluation runs side by side: a table here and an HTML page with plots and traces."""
-    from agents.evaluation.html import write_report
-    from agents.evaluation.summary import load_run, summarise, table
+    from kg_mcp.agents.evaluation.html import write_report
+    from kg_mcp.agents.evaluation.summary import load_run, summarise, table
 
     runs = [load_run(d) for d in run_dirs]
     summaries = [summarise(r) for r in runs]
@@ -493,27 +268,3 @@ def report(run_dirs, html_path, max_questions):
     page, _ = write_report(runs, summaries, html_path or run_dirs[0] / "report.html", max_questions=max_questions)
     click.echo(f"report: {page}")
 
-
-@main.command()
-@_store_options
-def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
-    """Size and shape of a KG: triples, entities, relations, top relations."""
-    backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
-    stats = backend.stats()
-    click.echo(f"kind: {stats.kind}\nprofile: {stats.profile}")
-    for key, value in stats.details.items():
-        click.echo(f"{key}: {value}")
-    for key in ("triples", "entities", "relations"):
-        value = getattr(stats, key)
-        click.echo(f"{key}: {'unknown' if value is None else f'{value:,}'}")
-    if stats.top_relations:
-        labels = backend.labels([p for p, _ in stats.top_relations])
-        click.echo("top relations:")
-        for predicate, count in stats.top_relations:
-            label = labels.get(predicate)
-            click.echo(f"  {count:>10,}  {backend.vocab.compact(predicate)}" + (f"  ({label})" if label else ""))
-    backend.close()
-
-
-if __name__ == "__main__":
-    main()

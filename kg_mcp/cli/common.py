@@ -1,0 +1,76 @@
+"""What every `kg-mcp` command shares: the group, logging, the store options.
+
+Only the command line turns errors into exit messages; everything it calls raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from kg_mcp import __version__
+from kg_mcp.errors import ConfigError
+from kg_mcp.profiles import PROFILES
+from kg_mcp.settings import Settings
+
+log = logging.getLogger("kg_mcp")
+
+
+def _setup_logging(verbose: bool) -> None:
+    # stderr only: on stdio, stdout carries the protocol and nothing else.
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _store_options(func):
+    """--store / --sparql / --wikidata / --profile, shared by serve, call and info."""
+    options = [
+        click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="An Oxigraph store made by `kg-mcp load`."),
+        click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint URL (read-only)."),
+        click.option("--wikidata", is_flag=True, help="The public Wikidata query service."),
+        click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given)."),
+        click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
+        click.option("--enable-sparql", is_flag=True, help="Also expose the read-only `sparql` tool."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
+    overrides: dict = {}
+    if languages:
+        overrides["languages"] = list(languages)
+    if enable_sparql:
+        overrides["sparql_tool"] = True
+    return Settings(**overrides)
+
+
+def _open(store, sparql_url, wikidata, profile, settings):
+    from kg_mcp.backends import open_backend
+
+    return open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="kg-mcp")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
+def main(verbose: bool) -> None:
+    """kg-mcp: knowledge-graph tools for LLMs over the Model Context Protocol.
+
+    With no --store, --sparql or --wikidata, `serve` and `call` use a small demo KG.
+    """
+    _setup_logging(verbose)
+
