@@ -76,6 +76,7 @@ class _Walk:
     cut_at_hop: int = 0
     cut_edges: int = 0
     heaviest: list[tuple[Term, int]] = field(default_factory=list)  # sources with most edges at the cut
+    dead_end: Term | None = None  # an entity at which the walk found no edge, to list its relations
 
 
 @dataclass
@@ -187,6 +188,7 @@ def _walk(backend: Backend, reached: dict[Term, Counter], steps: list[_Step], fr
         walk.reached = nxt
         walk.sizes.append(len(nxt))
         if not nxt:
+            walk.dead_end = next((t for t in sources if isinstance(t, ox.NamedNode)), None)
             return walk
     return walk
 
@@ -233,7 +235,7 @@ def _render(
     if unchecked:
         lines += [_cut_text(namer, b, settings.search_p) for b in unchecked]
     elif not ends:
-        lines.append(_empty_text(branches))
+        lines.append(_empty_text(backend, namer, branches))
     head = f"follow: {plural(len(ends), 'entity')} reached" if complete else "follow: stopped"
     if len(branches) > 1 and complete:
         head += f" by all {len(branches)} paths"
@@ -288,14 +290,20 @@ def _cut_text(namer: Namer, b: _Branch, frontier_cap: int) -> str:
     )
 
 
-def _empty_text(branches: list[_Branch]) -> str:
+def _empty_text(backend: Backend, namer: Namer, branches: list[_Branch]) -> str:
+    """Where a walk ran dry, and the relations one entity there does have (the usual fix)."""
     for b in branches:
         if b.walk.sizes and b.walk.sizes[-1] == 0:
             hop = len(b.walk.sizes)
-            return (
-                f"No entity at hop {hop} ({b.steps[hop - 1].name}): the entities reached before it have no such edge. "
-                "Check the relation and its direction with search on one of them (~rel walks backwards)."
-            )
+            text = f"No entity at hop {hop} ({b.steps[hop - 1].name}): the entities reached before it have no such edge."
+            sample = b.walk.dead_end
+            if isinstance(sample, ox.NamedNode):
+                counts = backend.relations_around(sample)
+                namer.add([sample])
+                names = [(namer.id(c.predicate) if c.direction is Direction.OUTGOING else f"~{namer.id(c.predicate)}") for c in counts]
+                have = ", ".join(names[:30]) + (f" and {len(names) - 30} more" if len(names) > 30 else "")
+                text += f" {namer.heading(sample)} has: {have or 'no relations'} (~ = walked backwards)."
+            return text
     return "No entity is reached by every path."
 
 
