@@ -145,6 +145,9 @@ def _echo_warnings(caught) -> None:
 @click.option("--kb", "kb_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="KB file(s) to build the store from (default: the benchmark's own).")
 @click.option("--oracle", is_flag=True, help="No model: walk the gold paths through the tools; report recall and tokens.")
+@click.option("--mode", "oracle_mode", type=click.Choice(["sog", "batched", "follow"]), default="sog", show_default=True,
+              help="--oracle: one search per entity (sog), one batched search per hop, or one follow call.")
+@click.option("--json", "as_json", is_flag=True, help="--oracle: print the summary as JSON.")
 @click.option("--agent", default="sog", show_default=True, help="sog, ark, r2kg, r2kg-sc (any method kg-mcp ask knows).")
 @click.option("--model", envvar="KG_MCP_MODEL", default="openai:gpt-4o-mini", show_default=True, help="provider:NAME")
 @click.option("--base-url", help="The model API's base URL (an OpenAI-compatible server: vLLM, Ollama, llama.cpp).")
@@ -167,7 +170,7 @@ def _echo_warnings(caught) -> None:
 @click.option("--no-build", is_flag=True, help="Do not build a missing benchmark store; print the command instead.")
 @click.option("--max-steps", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations.")
 @click.option("--temperature", type=float)
-def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
+def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
                  url, auth_token_env, store_cache, no_build, max_steps, temperature):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
@@ -196,26 +199,27 @@ def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supe
                    token=read_token(env_var=auth_token_env), profile=profile, settings=_settings(languages, enable_sparql),
                    cache_dir=store_cache, build=not no_build)
     if oracle:
-        _run_oracle(bench, questions, kg, out)
+        _run_oracle(bench, questions, kg, out, oracle_mode, as_json)
     else:
         _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
                   max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed})
 
 
-def _run_oracle(bench, questions, kg, out) -> None:
+def _run_oracle(bench, questions, kg, out, mode="sog", as_json=False) -> None:
     from kg_mcp.agents.evaluation.oracle import format_summary, row_dict, run_oracle
 
     async def go():
         async with kg.client() as client:
-            return await run_oracle(bench, questions, client)
+            return await run_oracle(bench, questions, client, mode=mode)
 
     summary, rows = asyncio.run(go())
-    click.echo(format_summary([summary]))
+    click.echo(json.dumps(summary, indent=1) if as_json else format_summary([summary]))
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        with (out / f"oracle-{bench.name}.jsonl").open("w", encoding="utf-8") as f:
+        name = f"oracle-{bench.name}" + ("" if mode == "sog" else f"-{mode}")
+        with (out / f"{name}.jsonl").open("w", encoding="utf-8") as f:
             f.writelines(json.dumps(row_dict(r), ensure_ascii=False) + "\n" for r in rows)
-        (out / f"oracle-{bench.name}.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        (out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
 def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,

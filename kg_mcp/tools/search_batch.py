@@ -83,12 +83,17 @@ def search_many(
     namer.add(predicates)
     one_property = len(predicates) == 1
     headers = ("entity", "value", "valueLabel") if one_property else ("entity", "property", "value", "valueLabel")
-    md_rows, out_rows, notes, used = [], [], [], {}
+    # (an empty entity cell: the entity of the row above)
+    md_rows, out_rows, notes, used, labelled, empty = [], [], [], {}, set(), []
     for node, view, total, rows in parts:
         entity_id = namer.id(node)
-        for r in rows:
+        for n, r in enumerate(rows):
             used[r.predicate] = None
-            cells = (entity_id, namer.value_text(r.value), value_label(namer, r))
+            # Said once: the entity on the first of its rows (they follow one another), a value's
+            # plain label the first time the value appears.
+            label = value_label(namer, r) if r.qualifiers or r.value not in labelled else ""
+            labelled.add(r.value)
+            cells = (entity_id if n == 0 else "", namer.value_text(r.value), label)
             md_rows.append(cells if one_property else (entity_id, namer.id(r.predicate), *cells[1:]))
             out_rows.append(BatchRow(entity=entity_id, property=namer.id(r.predicate), value=namer.out(r.value)))
         if view == "unknown":
@@ -98,7 +103,9 @@ def search_many(
         elif total > len(rows):
             notes.append(f"{entity_id}: shown {len(rows)} of {total}{'+' if total >= backend.count_cap else ''} rows")
         elif total == 0:
-            notes.append(f"{entity_id}: 0 rows")
+            empty.append(entity_id)
+    if empty:
+        notes.append(f"0 rows: {', '.join(empty)}")
     total_rows = sum(p[2] for p in parts if p[1] == "rows")
     shown = len(md_rows)
     wanted = f", properties {', '.join(_property_name(namer, p) for p in predicates)}" if predicates else ""
@@ -111,6 +118,8 @@ def search_many(
     if legend:
         text += " Properties: " + ", ".join(legend) + "."
     if md_rows:
+        if any(not cells[0] or not cells[-1] for cells in md_rows):
+            text += " Blank entity: as above; labels are given once."
         text += "\n" + table(headers, md_rows, settings)
     if notes:
         text += "\n" + "\n".join(f"- {n}" for n in notes)
