@@ -37,8 +37,11 @@ from kg_mcp.errors import ConfigError
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Trace file (JSON lines); default traces/METHOD-TIME.jsonl.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
+              help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
 def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql, agent, model, base_url, supervisor,
-        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json):
+        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json,
+        tool_mode):
     """Answer QUESTION with an agent that explores the KG through a kg-mcp server.
 
     \b
@@ -71,7 +74,8 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
     async def go():
         async with kg:
             return await run_ask(question, kg, method=agent, model=main_model, supervisor=supervisor_model,
-                                 topics=parse_topics(list(topic_values)), limit=limit, sampling=sampling, trace=trace)
+                                 topics=parse_topics(list(topic_values)), limit=limit, sampling=sampling, trace=trace,
+                                 tools=tool_mode)
 
     try:
         result = asyncio.run(go())
@@ -170,9 +174,11 @@ def _echo_warnings(caught) -> None:
 @click.option("--no-build", is_flag=True, help="Do not build a missing benchmark store; print the command instead.")
 @click.option("--max-steps", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations.")
 @click.option("--temperature", type=float)
+@click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
+              help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
 def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
-                 url, auth_token_env, store_cache, no_build, max_steps, temperature):
+                 url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
 
     \b
@@ -202,7 +208,7 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, agent,
         _run_oracle(bench, questions, kg, out, oracle_mode, as_json)
     else:
         _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
-                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed})
+                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed}, tool_mode)
 
 
 def _run_oracle(bench, questions, kg, out, mode="sog", as_json=False) -> None:
@@ -223,7 +229,7 @@ def _run_oracle(bench, questions, kg, out, mode="sog", as_json=False) -> None:
 
 
 def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
-              max_steps, temperature, selection) -> None:
+              max_steps, temperature, selection, tool_mode="paper") -> None:
     from kg_mcp.agents.ask import METHODS
     from kg_mcp.agents.evaluation.rundir import RunDir
     from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
@@ -239,7 +245,8 @@ def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervis
         raise click.ClickException(str(e)) from None
     plan = EvalPlan(benchmark=bench, questions=questions, agent=agent, model=model, out=out, kg=kg, supervisor=supervisor,
                     base_url=base_url, repeat=repeat, concurrency=concurrency, agent_limit=max_steps,
-                    sampling=Sampling(temperature=temperature) if temperature is not None else None, selection=selection)
+                    sampling=Sampling(temperature=temperature) if temperature is not None else None, selection=selection,
+                    tools=tool_mode)
     try:
         stats = asyncio.run(run_eval(plan, main_model, supervisor_model))
     except KeyboardInterrupt:

@@ -96,9 +96,11 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
         When there are more rows than fit and no filter is given, only the properties (with row
         counts) are listed: call again with properties_to_filter_for. Literal values (dates,
-        numbers, strings) have an empty label. To read the same properties of several entities
-        (every film of a director), pass them all in entities: one call instead of one per entity.
-        For a chain of relations whose intermediate rows you do not need, use follow.
+        numbers, strings) have an empty label.
+
+        To read the same properties of several entities (every film of a director), pass them
+        all in entities: one call instead of one per entity. limit caps the rows when a few will
+        do. For a chain of relations whose intermediate rows you do not need, use follow.
         """
         return run(search, entity, direction, properties_to_filter_for, limit, entities)
 

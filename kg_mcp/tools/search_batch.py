@@ -160,9 +160,13 @@ def _has_own_label(namer: Namer, predicate) -> bool:
     return label.replace(" ", "_").lower() not in namer.id(predicate).lower()
 
 
+class EntityRelation(ExploredRelation):
+    entity: TermOut  # whose relation this is
+
+
 class BatchExploreResult(BaseModel):
     entities: list[TermOut]
-    relations: list[ExploredRelation]  # one per (entity, relation), in the table's order
+    relations: list[EntityRelation]  # one per (entity, relation), in the table's order
     total: int
     shown: int
 
@@ -187,8 +191,8 @@ def explore_many(backend: Backend, settings: Settings, refs: list[str], chosen: 
         entity_id = namer.id(node)
         md_rows += [(entity_id, name, namer.value_text(v), namer.label(v)) for v in values]
         results.append(
-            ExploredRelation(relation=name, label=namer.predicate_label(predicate), total=total, shown=len(values),
-                             neighbours=[namer.out(v) for v in values])
+            EntityRelation(entity=namer.out(node), relation=name, label=namer.predicate_label(predicate), total=total,
+                           shown=len(values), neighbours=[namer.out(v) for v in values])
         )
         if total > len(values):
             notes.append(f"{entity_id} {name}: shown {len(values)} of {total}")
