@@ -32,7 +32,7 @@ from kg_mcp.agents.kg_client import KGClient
 
 CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop")
 MODES = ("sog", "batched", "follow")
-MAX_BATCH = 100  # entities in one batched search (the tool's own cap)
+MAX_BATCH = 200  # entities in one batched search (the tool's own cap)
 
 
 @dataclass
