@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 from kg_mcp.agents.evaluation.benchmarks import Benchmark, Question
@@ -48,28 +49,11 @@ class OracleRow:
     topic_found: bool
 
 
-def table_cells(text: str) -> list[list[str]]:
-    """The body rows of the markdown tables in a tool output (header rows left out), as unescaped cells.
-
-    >>> table_cells("head\\n| a | b |\\n|---|---|\\n| x \\\\| y | z |\\nfoot")
-    [['x | y', 'z']]
-    """
-    lines = text.splitlines()
-    rows = []
-    for number, line in enumerate(lines):
-        if not (line.startswith("| ") and line.endswith(" |")):
-            continue
-        if number + 1 < len(lines) and lines[number + 1].startswith("|---"):
-            continue  # a header
-        rows.append(_split_row(line[2:-2]))
-    return rows
-
-
 def named_cells(text: str) -> list[dict[str, str]]:
     """The body rows of the markdown tables in a tool output, each as {column name: cell}.
 
-    >>> named_cells("| entity | label |\n|---|---|\n| kg:A | A |")
-    [{'entity': 'kg:A', 'label': 'A'}]
+    >>> named_cells("head\\n| entity | label |\\n|---|---|\\n| kg:A | x \\\\| y |\\nfoot")
+    [{'entity': 'kg:A', 'label': 'x | y'}]
     """
     lines = text.splitlines()
     rows, header = [], None
@@ -105,14 +89,11 @@ def _split_row(body: str) -> list[str]:
 
 
 class _Calls:
-    """The walk's search calls, each made once per run (the tools are read-only and deterministic)."""
+    """The walk's tool calls, each made once per run (the tools are read-only and deterministic)."""
 
     def __init__(self, kg: KGClient):
         self.kg = kg
         self.cache: dict[tuple[str, str], tuple[str, bool]] = {}
-
-    async def search(self, entity: str, direction: str, relation: str) -> tuple[str, bool]:
-        return await self.call("search", {"entity": entity, "direction": direction, "properties_to_filter_for": [relation]})
 
     async def call(self, tool: str, arguments: dict) -> tuple[str, bool]:
         key = (tool, json.dumps(arguments, sort_keys=True))
@@ -131,34 +112,8 @@ async def topic_id(kg: KGClient, question: Question) -> str | None:
     return hits[0]["id"] if hits and not result.is_error else None
 
 
-async def walk(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
-    topic = await topic_id(calls.kg, question)
-    if topic is None:
-        return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
-    frontier, texts_last = {topic}, []
-    n_calls = tokens = chars = 0
-    cut = False
-    for relation in question.gold_path or ():
-        direction = "incoming" if relation.startswith("~") else "outgoing"
-        reached: set[str] = set()
-        texts_last = []
-        for entity in sorted(frontier):
-            text, is_error = await calls.search(entity, direction, relation.lstrip("~"))
-            n_calls += 1
-            tokens += count_tokens(text)
-            chars += len(text)
-            cut = cut or any(marker in text for marker in CUT_MARKERS)
-            texts_last.append(text)
-            if not is_error:
-                reached |= {row[2] for row in table_cells(text) if len(row) >= 3 and row[2]}
-        frontier = reached if revisit_topic else reached - {topic}
-    seen = {normalise(cell) for text in texts_last for row in table_cells(text) for cell in row[2:4]}
-    missing = [a for a in question.answers if normalise(a) not in seen]
-    return OracleRow(question.id, question.hops, not missing, missing, n_calls, tokens, chars, cut, True)
-
-
-async def walk_batched(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
-    """One batched search a hop (more only past MAX_BATCH entities)."""
+async def walk(calls: _Calls, question: Question, revisit_topic: bool, batch: int = 1) -> OracleRow:
+    """The gold path hop by hop: one search per frontier entity (sog), or per `batch` of them."""
     topic = await topic_id(calls.kg, question)
     if topic is None:
         return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
@@ -168,8 +123,8 @@ async def walk_batched(calls: _Calls, question: Question, revisit_topic: bool) -
     for relation in question.gold_path or ():
         direction = "incoming" if relation.startswith("~") else "outgoing"
         ordered, reached, last = sorted(frontier), set(), []
-        for i in range(0, len(ordered), MAX_BATCH):
-            chunk = ordered[i : i + MAX_BATCH]
+        for i in range(0, len(ordered), batch):
+            chunk = ordered[i : i + batch]
             where = {"entity": chunk[0]} if len(chunk) == 1 else {"entities": chunk}
             text, is_error = await calls.call(
                 "search", {**where, "direction": direction, "properties_to_filter_for": [relation.lstrip("~")]}
@@ -199,7 +154,7 @@ async def walk_follow(calls: _Calls, question: Question, revisit_topic: bool) ->
     return OracleRow(question.id, question.hops, not missing, missing, 1, count_tokens(text), len(text), cut, True)
 
 
-WALKS = {"sog": walk, "batched": walk_batched, "follow": walk_follow}
+WALKS = {"sog": walk, "batched": partial(walk, batch=MAX_BATCH), "follow": walk_follow}
 
 
 def _percentile(values: list[int], q: float) -> float:

@@ -38,6 +38,11 @@ Entity = Annotated[
     Field(description="Entity id as the tools show it (e.g. wd:Q42, kg:Steven_Spielberg, m.0v1xv) or its exact label."),
 ]
 
+Entities = Annotated[
+    list[str],
+    Field(description="Several entities in one call instead of entity: one table with an entity column."),
+]
+
 
 # The structured content of each tool, described by its model. The schemas are offered as the
 # resource kg://output-schemas rather than as each tool's outputSchema: the SDK client checks
@@ -87,10 +92,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         limit: Annotated[
             int, Field(ge=0, description="Most rows to return when you need only some (0: the default, all up to 1000).")
         ] = 0,
-        entities: Annotated[
-            list[str],
-            Field(description="Several entities in one call instead of entity: one table with an entity column."),
-        ] = [],
+        entities: Entities = [],
     ) -> CallToolResult:
         """One-hop neighbours of an entity in one direction, as property | propertyLabel | value | valueLabel rows.
 
@@ -143,10 +145,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             list[str],
             Field(description="Relations from get_relations; ~rel walks backwards (entities whose rel points here)."),
         ] = [],
-        entities: Annotated[
-            list[str],
-            Field(description="Several entities in one call instead of entity: one table with an entity column."),
-        ] = [],
+        entities: Entities = [],
         limit: Annotated[int, Field(ge=0, description="Most triples to return (0: the default).")] = 0,
     ) -> CallToolResult:
         """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut.
