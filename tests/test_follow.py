@@ -53,6 +53,11 @@ def test_follow_stops_at_a_hub_in_the_middle(metaqa, settings):
     assert out.data.branches[0].cut_at_hop == 2 and out.data.branches[0].sizes[-1] == 46 and not out.data.complete
 
 
+def test_follow_keeps_to_the_call_deadline(metaqa):
+    out = follow(metaqa, Settings(timeout_s=1e-9), "kg:Carrie", CARRIE_GENRES)  # past before the first hop
+    assert not out.data.complete and out.data.branches[0].cut_at_hop == 1 and "ran out of time" in out.text
+
+
 def test_follow_intersects_paths_checking_a_hub_branch_backwards(metaqa, settings):
     small = Settings(search_p=200)  # kg:Drama has thousands of films: too big forwards at this budget
     out = follow(metaqa, small, paths=[["kg:Brian_De_Palma", "~directed_by"], ["kg:Drama", "~has_genre"]])

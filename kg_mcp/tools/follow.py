@@ -14,6 +14,7 @@ the entities the other branches reached, so a hub at the far end of one branch c
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -77,6 +78,7 @@ class _Walk:
     cut_edges: int = 0
     heaviest: list[tuple[Term, int]] = field(default_factory=list)  # sources with most edges at the cut
     dead_end: Term | None = None  # an entity at which the walk found no edge, to list its relations
+    out_of_time: bool = False  # stopped at cut_at_hop because the call's deadline had passed
 
 
 @dataclass
@@ -104,9 +106,11 @@ def follow(
         steps = _resolve_steps(backend, path_refs)
         branches.append(_Branch(list(dict.fromkeys(starts)), steps, _Walk()))
     frontier_cap = settings.search_p
+    # One deadline for the whole call (each query also has its own): no new hop starts past it.
+    deadline = time.monotonic() + settings.timeout_s
     for branch in branches:
-        branch.walk = _walk(backend, {s: Counter({s: 1}) for s in branch.starts}, branch.steps, frontier_cap)
-    ends = _intersect(backend, branches, frontier_cap)
+        branch.walk = _walk(backend, {s: Counter({s: 1}) for s in branch.starts}, branch.steps, frontier_cap, deadline)
+    ends = _intersect(backend, branches, frontier_cap, deadline)
     if not ends and all(not b.walk.sizes or b.walk.sizes[0] == 0 for b in branches):
         for branch, (refs, _) in zip(branches, specs):
             for node, ref in zip(branch.starts, refs):
@@ -167,11 +171,17 @@ def _resolve_steps(backend: Backend, refs: list[str]) -> list[_Step]:
     return steps
 
 
-def _walk(backend: Backend, reached: dict[Term, Counter], steps: list[_Step], frontier_cap: int) -> _Walk:
-    """Walk `steps` from `reached`, counting paths per origin; stop at the first hop over budget."""
+def _walk(
+    backend: Backend, reached: dict[Term, Counter], steps: list[_Step], frontier_cap: int, deadline: float
+) -> _Walk:
+    """Walk `steps` from `reached`, counting paths per origin; stop at the first hop over budget,
+    or before a hop once the call's deadline has passed."""
     walk = _Walk(reached)
     edge_cap = frontier_cap * EDGES_PER_FRONTIER_ENTITY
     for hop, step in enumerate(steps, 1):
+        if time.monotonic() > deadline:
+            walk.cut_at_hop, walk.out_of_time = hop, True
+            return walk
         sources = [t for t in walk.reached if not isinstance(t, ox.Literal) or step.direction is Direction.INCOMING]
         sources = [t for t in sources if not isinstance(t, ox.BlankNode)]
         pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1)
@@ -193,7 +203,7 @@ def _walk(backend: Backend, reached: dict[Term, Counter], steps: list[_Step], fr
     return walk
 
 
-def _intersect(backend: Backend, branches: list[_Branch], frontier_cap: int) -> dict[Term, int]:
+def _intersect(backend: Backend, branches: list[_Branch], frontier_cap: int, deadline: float) -> dict[Term, int]:
     """End entities of every branch with their path counts; cut branches are checked backwards."""
     whole = [b for b in branches if not b.walk.cut_at_hop]
     if not whole:
@@ -205,7 +215,7 @@ def _intersect(backend: Backend, branches: list[_Branch], frontier_cap: int) -> 
         if not branch.walk.cut_at_hop or len(branches) == 1:
             continue
         back = _walk(
-            backend, {t: Counter({t: 1}) for t in ends}, [s.reversed() for s in reversed(branch.steps)], frontier_cap
+            backend, {t: Counter({t: 1}) for t in ends}, [s.reversed() for s in reversed(branch.steps)], frontier_cap, deadline
         )
         if back.cut_at_hop:
             return {}
@@ -279,6 +289,11 @@ def _branch_line(namer: Namer, b: _Branch) -> str:
 def _cut_text(namer: Namer, b: _Branch, frontier_cap: int) -> str:
     hop = b.walk.cut_at_hop
     step = b.steps[hop - 1]
+    if b.walk.out_of_time:
+        return (
+            f"Stopped before hop {hop} ({step.name}): the call ran out of time. Follow fewer hops at once "
+            "(the first ones, then the rest from the entities reached)."
+        )
     edges = b.walk.cut_edges
     heavy = ", ".join(f"{namer.heading(t)} ({n:,})" for t, n in b.walk.heaviest if isinstance(t, ox.NamedNode))
     size = f"more than {edges:,} edges" if edges >= frontier_cap * EDGES_PER_FRONTIER_ENTITY else f"{b.walk.sizes[-1]:,} entities"
