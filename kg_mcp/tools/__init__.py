@@ -121,7 +121,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
                 "the entities every path reaches are returned (an intersection)."
             ),
         ] = [],
-        limit: Annotated[int, Field(ge=0, description="Most end entities to list (0: the default, 100).")] = 0,
+        limit: Annotated[int, Field(ge=0, description="Most end entities to list (0: the default, 200).")] = 0,
     ) -> CallToolResult:
         """Walk a chain of relations from an entity and list the entities at the end, with how many paths reach each.
 

@@ -30,7 +30,7 @@ from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, tab
 MAX_HOPS = 6
 MAX_BRANCHES = 5
 MAX_STARTS = 50
-DEFAULT_SHOWN = 100
+DEFAULT_SHOWN = 200  # end entities listed by default: long answer lists fit, the limit can lower it
 EDGES_PER_FRONTIER_ENTITY = 5  # a hop's edge budget is this many times the frontier cap
 
 
