@@ -117,17 +117,15 @@ def _rows_view(
     namer.add(t for r in rows for t in (r.predicate, r.value))
     namer.add(t for r in rows for qual in r.qualifiers for t in (qual.predicate, qual.value))
     out_rows = [
-        SearchRow.model_construct(
-            property=namer.id(r.predicate),
-            propertyLabel=namer.predicate_label(r.predicate),
-            value=namer.out(r.value),
-            qualifiers=[
-                QualifierRow.model_construct(
-                    property=namer.id(q.predicate), propertyLabel=namer.predicate_label(q.predicate), value=namer.out(q.value)
-                )
+        {
+            "property": namer.id(r.predicate),
+            "propertyLabel": namer.predicate_label(r.predicate),
+            "value": namer.term(r.value),
+            "qualifiers": [
+                {"property": namer.id(q.predicate), "propertyLabel": namer.predicate_label(q.predicate), "value": namer.term(q.value)}
                 for q in r.qualifiers
             ],
-        )
+        }
         for r in rows
     ]
     truncated = total > len(rows)
@@ -138,7 +136,7 @@ def _rows_view(
         head += f". The entity has no {way.value} edges; try the other direction."
     md_rows = []
     for r, o in zip(rows, out_rows):
-        value_label = o.value.label or ""
+        value_label = o["value"]["label"] or ""
         if r.qualifiers:
             # Qualifiers ride along in the label column: "St John's College [start time: 1971-01-01]".
             parts = "; ".join(
@@ -146,18 +144,20 @@ def _rows_view(
                 for qual in r.qualifiers
             )
             value_label = f"{value_label} [{parts}]".strip()
-        md_rows.append((o.property, o.propertyLabel, namer.value_text(r.value), value_label))
+        md_rows.append((o["property"], o["propertyLabel"], namer.value_text(r.value), value_label))
     text = head + "\n" + table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings)
     text = capped(text, settings, "Filter for fewer properties to see less at once.")
-    data = SearchResult(
-        entity=namer.out(node),
-        direction=way.value,
-        view="rows",
-        total=total,
-        shown=len(rows),
-        truncated=truncated,
-        rows=out_rows,
-        total_exact=exact,
+    data = SearchResult.model_validate(
+        {
+            "entity": namer.term(node),
+            "direction": way.value,
+            "view": "rows",
+            "total": total,
+            "shown": len(rows),
+            "truncated": truncated,
+            "rows": out_rows,
+            "total_exact": exact,
+        }
     )
     return ToolOutput(text, data)
 
