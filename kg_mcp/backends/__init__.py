@@ -87,7 +87,10 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         raise ConfigError(f"{url!r} is not an http(s) URL of a SPARQL endpoint.")
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
-    chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    try:
+        chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    finally:
+        probe.close()
     log.info("endpoint %s: profile %s", url, chosen.name)
     return RemoteBackend(url, chosen, Vocabulary(chosen), settings)
 
