@@ -108,7 +108,8 @@ def tls_keepalive(work: Path, repeats: int, one_way_ms: float = 10.0) -> list[Ro
     ca.cert_pem.write_to_path(str(ca_file))
     cli = shutil.which("oxigraph") or str(Path(sys.executable).parent / "oxigraph")
     oxigraph_port = free_port()
-    server = start([cli, "serve-read-only", "--location", str(metaqa_store(work)), "--bind", f"127.0.0.1:{oxigraph_port}"])
+    store = str(metaqa_store(work))
+    server = start([cli, "serve-read-only", "--location", store, "--bind", f"127.0.0.1:{oxigraph_port}"])
     network = _Network(oxigraph_port, one_way_ms / 1000, server_tls)
     saved = os.environ.get("SSL_CERT_FILE")
     os.environ["SSL_CERT_FILE"] = str(ca_file)  # both clients trust the bench's CA this way

@@ -104,7 +104,8 @@ class SparqlHttp:
         reason = response.reason_phrase or "no reason given"
         if status == 400:
             response.read()
-            raise InvalidInput(f"The endpoint rejected the query: {_short(response.text)}", "Fix the query and try again.")
+            message = f"The endpoint rejected the query: {_short(response.text)}"
+            raise InvalidInput(message, "Fix the query and try again.")
         if status in _RETRY_STATUS:
             raise _Retryable(f"HTTP {status} ({reason})", _retry_after(response.headers.get("Retry-After")))
         if status == 404:

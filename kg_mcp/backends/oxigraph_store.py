@@ -9,7 +9,7 @@ import pyoxigraph as ox
 from kg_mcp.backends.base import Direction, RelationCount, Rows
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError, InvalidInput
+from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats
 
 
@@ -70,7 +70,10 @@ class OxigraphBackend(SparqlBackend):
         with self._pool_lock:
             if self._pool is None:
                 # An in-memory store (the demo KG, tests) is handed to the workers as N-Quads.
-                source = StoreSource(path=self.path) if self.path else StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS))
+                if self.path:
+                    source = StoreSource(path=self.path)
+                else:
+                    source = StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS))
                 self._pool = QueryPool(source, size=self.settings.query_workers, location=self.location)
             return self._pool
 

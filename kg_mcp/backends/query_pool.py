@@ -191,7 +191,8 @@ class QueryPool:
             self._workers.add(worker)
         try:
             worker.conn.send((self.source.path, self.source.nquads))
-            status, detail = worker.conn.recv() if worker.conn.poll(_START_TIMEOUT_S) else ("failed", "it did not open in time")
+            opened = worker.conn.poll(_START_TIMEOUT_S)
+            status, detail = worker.conn.recv() if opened else ("failed", "it did not open in time")
         except (EOFError, OSError):
             status, detail = "failed", "the process exited"
         if status != "ready":
