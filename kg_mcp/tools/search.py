@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, plural, table
 
 MAX_FILTERS = 50
 
@@ -49,7 +49,9 @@ class SearchResult(BaseModel):
     shown: int
     truncated: bool
     rows: list[SearchRow] = []
-    properties: list[PropertyCount] = []
+    properties: list[PropertyCount] = []  # the property view: as many as the markdown shows
+    properties_total: int = 0  # distinct properties in the property view
+    properties_shown: int = 0  # properties listed: fewer than properties_total when the output was cut
 
 
 def search(
@@ -148,17 +150,15 @@ def _rows_view(
     namer.add(t for r in rows for t in (r.predicate, r.value))
     namer.add(t for r in rows for qual in r.qualifiers for t in (qual.predicate, qual.value))
     out_rows = [
-        SearchRow.model_construct(
-            property=namer.id(r.predicate),
-            propertyLabel=namer.predicate_label(r.predicate),
-            value=namer.out(r.value),
-            qualifiers=[
-                QualifierRow.model_construct(
-                    property=namer.id(q.predicate), propertyLabel=namer.predicate_label(q.predicate), value=namer.out(q.value)
-                )
+        {
+            "property": namer.id(r.predicate),
+            "propertyLabel": namer.predicate_label(r.predicate),
+            "value": namer.term(r.value),
+            "qualifiers": [
+                {"property": namer.id(q.predicate), "propertyLabel": namer.predicate_label(q.predicate), "value": namer.term(q.value)}
                 for q in r.qualifiers
             ],
-        )
+        }
         for r in rows
     ]
     truncated = total > len(rows)
@@ -169,18 +169,20 @@ def _rows_view(
         head += f", showing the first {len(rows)} (cut). Filter for fewer properties to see the rest."
     elif not filtered and not rows:
         head += f". The entity has no {way.value} edges; try the other direction."
-    md_rows = [(o.property, o.propertyLabel, namer.value_text(r.value), value_label(namer, r)) for r, o in zip(rows, out_rows)]
+    md_rows = [(o["property"], o["propertyLabel"], namer.value_text(r.value), value_label(namer, r)) for r, o in zip(rows, out_rows)]
     text = head + "\n" + table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings)
     text = capped(text, settings, "Filter for fewer properties to see less at once.")
-    data = SearchResult(
-        entity=namer.out(node),
-        direction=way.value,
-        view="rows",
-        total=total,
-        shown=len(rows),
-        truncated=truncated,
-        rows=out_rows,
-        total_exact=exact,
+    data = SearchResult.model_validate(
+        {
+            "entity": namer.term(node),
+            "direction": way.value,
+            "view": "rows",
+            "total": total,
+            "shown": len(rows),
+            "truncated": truncated,
+            "rows": out_rows,
+            "total_exact": exact,
+        }
     )
     return ToolOutput(text, data)
 
@@ -215,21 +217,21 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
     ]
     listed = [p for p in props if not p.identifier]
     size = plural(total, "row") if exact else f"at least {total:,} rows (counted among the first {backend.count_cap:,})"
-    text = (
+    head = (
         f"search {namer.heading(node)}, {way.value}: {size}, more than {settings.search_k}; "
         f"showing its {plural(len(props), 'property')} instead"
         + (f" ({len(props) - len(listed)} external identifiers in one line at the end)" if len(listed) < len(props) else "")
-        + ". Call search again with "
-        "properties_to_filter_for set to the ones you need.\n"
-        + table(
-            ("property", "propertyLabel", "rows"),
-            ((p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in listed),
-            settings,
-        )
+        + ". Call search again with properties_to_filter_for set to the ones you need."
     )
-    if len(listed) < len(props):
-        text += "\n" + identifier_line([p for p in props if p.identifier])
-    text = capped(text, settings, "Filter for the properties you need.")
+    identifiers_line = "\n" + identifier_line([p for p in props if p.identifier]) if len(listed) < len(props) else ""
+    text, shown = capped_table(
+        head,
+        ("property", "propertyLabel", "rows"),
+        [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in listed],
+        settings,
+        "Filter for the properties you need.",
+        identifiers_line,
+    )
     data = SearchResult(
         entity=namer.out(node),
         direction=way.value,
@@ -238,7 +240,10 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
         total_exact=exact,
         shown=0,
         truncated=True,
-        properties=props,
+        # the properties listed in the text, then the identifiers its one line sums up
+        properties=listed[:shown] + [p for p in props if p.identifier],
+        properties_total=len(props),
+        properties_shown=shown,
     )
     return ToolOutput(text, data)
 
