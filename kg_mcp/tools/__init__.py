@@ -27,6 +27,7 @@ from kg_mcp.tools.find_entities import FindResult, find_entities
 from kg_mcp.tools.follow import FollowResult, follow
 from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
 from kg_mcp.tools.search import SearchResult, search
+from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
@@ -50,9 +51,11 @@ Entities = Annotated[
 # every result against an advertised schema in pure Python, several milliseconds per call.
 OUTPUT_MODELS = {
     "search": SearchResult,
+    "search (entities)": BatchSearchResult,  # the batched form's structured content
     "follow": FollowResult,
     "get_relations": RelationsResult,
     "explore_kg": ExploreResult,
+    "explore_kg (entities)": BatchExploreResult,
     "verify": VerifyResult,
     "find_entities": FindResult,
     "kgr_search": TraverseResult,
