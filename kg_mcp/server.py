@@ -14,10 +14,12 @@ from typing import Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kg_mcp import __version__
+from kg_mcp.arguments import ArgumentError, check_arguments, portable
 from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
@@ -32,13 +34,39 @@ Transport = Literal["stdio", "http", "sse"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+class KGServer(MCPServer):
+    """MCPServer whose tools publish portable input schemas (kg_mcp.arguments) and answer a bad
+    call with an error in our words, for every registered tool, before the SDK validates it."""
+
+    async def list_tools(self):
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema = self.input_schema(tool.name, tool.input_schema)
+        return tools
+
+    def input_schema(self, name: str, schema: dict | None = None) -> dict:
+        if schema is None:
+            tool = self._tool_manager.get_tool(name)
+            if tool is None:
+                raise ToolError(f"Unknown tool: {name}. The tools are: {', '.join(t.name for t in self._tool_manager.list_tools())}.")
+            schema = tool.parameters
+        return portable(schema)
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            arguments = check_arguments(name, self.input_schema(name), arguments)
+        except ArgumentError as error:
+            raise ToolError(str(error)) from None
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(
     backend: Backend,
     settings: Settings | None = None,
     *,
     auth_token: str | None = None,
     public_url: str = "http://127.0.0.1:8000",
-) -> MCPServer:
+) -> KGServer:
     """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given)."""
     settings = settings or Settings()
     auth = {}
@@ -47,7 +75,7 @@ def build_server(
             "token_verifier": StaticTokenVerifier(auth_token),
             "auth": AuthSettings(issuer_url=public_url, resource_server_url=None, validate_token_resource=False),
         }
-    server = MCPServer(
+    server = KGServer(
         "kg-mcp",
         title="Knowledge-graph tools",
         version=__version__,
