@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
 
 .PHONY: serve test install install-test
 
@@ -20,6 +21,11 @@ install-test: $(BIN)/python
 	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "The tests need Chromium: sudo apt-get install chromium (Debian/Ubuntu)"; exit 1; fi; }
+	@# the MCP TypeScript SDK client and the MCP Bundle CLI, from npm into .npm-tools/ (tests/test_ts_sdk.py, test_bundle.py)
+	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	else echo "The tests need Node.js and npm: sudo apt-get install nodejs npm (Debian/Ubuntu)"; exit 1; fi; }
+	npm install --silent --no-audit --no-fund --prefix .npm-tools $(NPM_TEST_TOOLS)
 
 serve: install
 	$(BIN)/kg-mcp serve --transport http $(ARGS)
