@@ -90,11 +90,20 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
     click.echo(report.summary(), err=True)
 
 
+def _any_server_options(func):
+    """The KG options, or another MCP server: spawned (--server-cmd) or over HTTP (--url)."""
+    options = [
+        click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio."),
+        click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp."),
+        click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return _store_options(func)
+
+
 @main.command()
-@_store_options
-@click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio.")
-@click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp.")
-@click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url).")
+@_any_server_options
 @click.option("--json", "as_json", is_flag=True, help="Print the structured content instead of the text.")
 @click.argument("tool")
 @click.argument("arguments", default="{}")
@@ -191,10 +200,7 @@ async def _call(client, tool: str, args: dict):
 
 
 @main.command()
-@_store_options
-@click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio.")
-@click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp.")
-@click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url).")
+@_any_server_options
 @click.option("--json", "as_json", is_flag=True, help="Print the server's lists as JSON.")
 def tools(store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url, auth_token_env, as_json):
     """List any MCP server's tools with their arguments, its resources and its prompts.
