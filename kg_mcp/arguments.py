@@ -6,7 +6,7 @@ Stricter clients (Gemini function declarations, some IDE validators) reject or m
 the schema we publish is `portable(...)` of it: references inlined, null unions reduced to the
 plain type (the argument is simply optional), titles dropped, objects closed.
 
-`check_arguments` validates a call against that published schema before the SDK's own pydantic
+`ToolArguments.check` validates a call against that published schema before the SDK's own pydantic
 validation runs, and words the first problem as a sentence naming the tool, the argument, what
 it must be and what came instead. A null for an optional argument means "leave it out", which is
 what older clients that followed the nullable schema send.
@@ -15,7 +15,6 @@ what older clients that followed the nullable schema send.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
@@ -67,34 +66,37 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
     return out
 
 
-def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    """The arguments to run `tool` with (nulls for optional ones left out), or ArgumentError.
+class ToolArguments:
+    """One tool's published schema and its validator, built once per registered tool."""
 
-    >>> schema = portable({"type": "object", "required": ["entity"], "properties": {
-    ...     "entity": {"type": "string"},
-    ...     "direction": {"enum": ["outgoing", "incoming"], "default": "outgoing", "type": "string"}}})
-    >>> check_arguments("search", schema, {"entity": "kg:X", "direction": None})
-    {'entity': 'kg:X'}
-    >>> check_arguments("search", schema, {"entity": "kg:X", "direction": "sideways"})
-    Traceback (most recent call last):
-    ...
-    kg_mcp.arguments.ArgumentError: search: direction must be 'outgoing' or 'incoming', got 'sideways'.
-    """
-    required = set(schema.get("required", ()))
-    arguments = {k: v for k, v in arguments.items() if v is not None or k in required}
-    error = next(iter(sorted(_validator(json.dumps(schema)).iter_errors(arguments), key=_order)), None)
-    if error is not None:
-        raise ArgumentError(f"{tool}: {_words(_closest(error), schema)}")
-    return arguments
+    def __init__(self, tool: str, schema: dict[str, Any]):
+        self.tool = tool
+        self.schema = portable(schema)
+        self._validator = Draft202012Validator(self.schema)
+        self._required = set(self.schema.get("required", ()))
+
+    def check(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments to run the tool with (nulls for optional ones left out), or ArgumentError.
+
+        >>> search = ToolArguments("search", {"type": "object", "required": ["entity"], "properties": {
+        ...     "entity": {"type": "string"},
+        ...     "direction": {"enum": ["outgoing", "incoming"], "default": "outgoing", "type": "string"}}})
+        >>> search.check({"entity": "kg:X", "direction": None})
+        {'entity': 'kg:X'}
+        >>> search.check({"entity": "kg:X", "direction": "sideways"})
+        Traceback (most recent call last):
+        ...
+        kg_mcp.arguments.ArgumentError: search: direction must be 'outgoing' or 'incoming', got 'sideways'.
+        """
+        arguments = {k: v for k, v in arguments.items() if v is not None or k in self._required}
+        error = min(self._validator.iter_errors(arguments), key=_order, default=None)
+        if error is not None:
+            raise ArgumentError(f"{self.tool}: {_words(_closest(error))}")
+        return arguments
 
 
 class ArgumentError(ValueError):
     """A call whose arguments do not fit the tool's schema; the message says how to fix it."""
-
-
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
 
 
 def _order(error: ValidationError) -> tuple:
@@ -126,7 +128,7 @@ def _where(error: ValidationError) -> str:
     return where or "the arguments"
 
 
-def _words(error: ValidationError, root: dict[str, Any]) -> str:
+def _words(error: ValidationError) -> str:
     """One sentence for one jsonschema error, in our words (never the library's message)."""
     where, got, kind, rule = _where(error), _shown(error.instance), error.validator, error.validator_value
     if kind == "additionalProperties":

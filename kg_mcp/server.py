@@ -19,7 +19,7 @@ from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kg_mcp import __version__
-from kg_mcp.arguments import ArgumentError, check_arguments, portable
+from kg_mcp.arguments import ArgumentError, ToolArguments
 from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
@@ -38,26 +38,33 @@ class KGServer(MCPServer):
     """MCPServer whose tools publish portable input schemas (kg_mcp.arguments) and answer a bad
     call with an error in our words, for every registered tool, before the SDK validates it."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._arguments: dict[str, tuple[object, ToolArguments]] = {}
+
     async def list_tools(self):
         tools = await super().list_tools()
         for tool in tools:
-            tool.input_schema = self.input_schema(tool.name, tool.input_schema)
+            tool.input_schema = self.arguments(tool.name).schema
         return tools
-
-    def input_schema(self, name: str, schema: dict | None = None) -> dict:
-        if schema is None:
-            tool = self._tool_manager.get_tool(name)
-            if tool is None:
-                raise ToolError(f"Unknown tool: {name}. The tools are: {', '.join(t.name for t in self._tool_manager.list_tools())}.")
-            schema = tool.parameters
-        return portable(schema)
 
     async def call_tool(self, name, arguments, context=None):
         try:
-            arguments = check_arguments(name, self.input_schema(name), arguments)
+            arguments = self.arguments(name).check(arguments)
         except ArgumentError as error:
             raise ToolError(str(error)) from None
         return await super().call_tool(name, arguments, context)
+
+    def arguments(self, name: str) -> ToolArguments:
+        """The tool's published schema and checker, made once per registration."""
+        # The tool manager is the SDK's registry of record (its own _tool_input_schema reads it too).
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            known = ", ".join(t.name for t in self._tool_manager.list_tools())
+            raise ToolError(f"Unknown tool: {name}. The tools are: {known}.")
+        if name not in self._arguments or self._arguments[name][0] is not tool:
+            self._arguments[name] = (tool, ToolArguments(name, tool.parameters))
+        return self._arguments[name][1]
 
 
 def build_server(
