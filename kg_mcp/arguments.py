@@ -28,10 +28,11 @@ def portable(schema: dict[str, Any]) -> dict[str, Any]:
     >>> s = {"$defs": {"P": {"title": "P", "type": "object", "properties": {"a": {"type": "string"}}}},
     ...      "type": "object", "title": "args",
     ...      "properties": {"p": {"$ref": "#/$defs/P"},
-    ...                     "n": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}}}
+    ...                     "n": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+    ...                     "title": {"type": "string", "title": "Title"}}}
     >>> portable(s) == {"type": "object", "additionalProperties": False, "properties": {
     ...     "p": {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "string"}}},
-    ...     "n": {"type": "integer"}}}
+    ...     "n": {"type": "integer"}, "title": {"type": "string"}}}
     True
     """
     defs = schema.get("$defs") or schema.get("definitions") or {}
@@ -50,6 +51,8 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
         merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
         return _rewrite(merged, defs, (*seen, name))
     out = {k: _rewrite(v, defs, seen) for k, v in node.items() if k not in _DROPPED_KEYS}
+    if isinstance(node.get("properties"), dict):  # argument names are kept, even one called "title"
+        out["properties"] = {name: _rewrite(sub, defs, seen) for name, sub in node["properties"].items()}
     for union in ("anyOf", "oneOf"):
         if union in out:
             branches = [b for b in out[union] if b != {"type": "null"}]
