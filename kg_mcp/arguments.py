@@ -6,10 +6,10 @@ Stricter clients (Gemini function declarations, some IDE validators) reject or m
 the schema we publish is `portable(...)` of it: references inlined, null unions reduced to the
 plain type (the argument is simply optional), titles dropped, objects closed.
 
-`ToolArguments.check` validates a call against that published schema before the SDK's own pydantic
-validation runs, and words the first problem as a sentence naming the tool, the argument, what
-it must be and what came instead. A null for an optional argument means "leave it out", which is
-what older clients that followed the nullable schema send.
+`ToolArguments` words what is wrong with a call's arguments, checked against that published
+schema: one sentence naming the tool, the argument, what it must be and what came instead. A null
+for an optional argument means "leave it out", which is what older clients that followed the
+nullable schema send.
 """
 
 from __future__ import annotations
@@ -70,32 +70,52 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
 
 
 class ToolArguments:
-    """One tool's published schema and its validator, built once per registered tool."""
+    """One tool's published schema and its checks, built once per registered tool.
+
+    A call is checked in two steps so that a good call costs next to nothing: `prepare` (before the
+    SDK validates) drops nulls for optional arguments and refuses unknown ones, which the SDK would
+    silently ignore; `explain` (only once the SDK has refused the arguments) finds the problem
+    against the published schema and words it.
+    """
 
     def __init__(self, tool: str, schema: dict[str, Any]):
         self.tool = tool
         self.schema = portable(schema)
         self._validator = Draft202012Validator(self.schema)
         self._required = set(self.schema.get("required", ()))
+        self._known = set(self.schema.get("properties", {}))
+        self._closed = self.schema.get("additionalProperties") is False
 
-    def check(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments to run the tool with (nulls for optional ones left out), or ArgumentError.
+    def prepare(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments without nulls for optional ones; ArgumentError for unknown ones.
 
         >>> search = ToolArguments("search", {"type": "object", "required": ["entity"], "properties": {
         ...     "entity": {"type": "string"},
         ...     "direction": {"enum": ["outgoing", "incoming"], "default": "outgoing", "type": "string"}}})
-        >>> search.check({"entity": "kg:X", "direction": None})
+        >>> search.prepare({"entity": "kg:X", "direction": None})
         {'entity': 'kg:X'}
-        >>> search.check({"entity": "kg:X", "direction": "sideways"})
+        >>> search.prepare({"entity": "kg:X", "sideways": True})
+        Traceback (most recent call last):
+        ...
+        kg_mcp.arguments.ArgumentError: search: unknown argument 'sideways'; the arguments are 'entity' and 'direction'.
+        """
+        arguments = {k: v for k, v in arguments.items() if v is not None or k in self._required}
+        if self._closed and not arguments.keys() <= self._known:
+            self.explain(arguments)
+        return arguments
+
+    def explain(self, arguments: dict[str, Any]) -> None:
+        """Raise ArgumentError for the first problem with `arguments`; return if the schema finds none.
+
+        >>> ToolArguments("search", {"type": "object", "properties": {
+        ...     "direction": {"enum": ["outgoing", "incoming"], "type": "string"}}}).explain({"direction": "sideways"})
         Traceback (most recent call last):
         ...
         kg_mcp.arguments.ArgumentError: search: direction must be 'outgoing' or 'incoming', got 'sideways'.
         """
-        arguments = {k: v for k, v in arguments.items() if v is not None or k in self._required}
         error = min(self._validator.iter_errors(arguments), key=_order, default=None)
         if error is not None:
             raise ArgumentError(f"{self.tool}: {_words(_closest(error))}")
-        return arguments
 
 
 class ArgumentError(ValueError):
@@ -142,7 +162,7 @@ def _words(error: ValidationError) -> str:
     if kind == "required":
         missing = [name for name in rule if name not in error.instance]
         prefix = "" if where == "the arguments" else f"{where}: "
-        return f"{prefix}{_names(missing, 'and')} {'is' if len(missing) == 1 else 'are'} required. {_usage(error.schema)}"
+        return f"{prefix}{_names(missing, 'and')} {'is' if len(missing) == 1 else 'are'} required. {usage(error.schema)}"
     if kind == "enum":
         return f"{where} must be {_names(rule, 'or')}, got {got}."
     if kind == "type":
@@ -163,7 +183,8 @@ def _words(error: ValidationError) -> str:
     return f"{where} does not fit its schema ({kind}: {json.dumps(rule)}), got {got}."
 
 
-def _usage(schema: dict[str, Any]) -> str:
+def usage(schema: dict[str, Any]) -> str:
+    """How to call: 'Pass entity (a string), direction (...)'."""
     properties = schema.get("properties", {})
     required = set(schema.get("required", ()))
     parts = [f"{name} ({_kind(sub)}{'' if name in required else ', optional'})" for name, sub in properties.items()]

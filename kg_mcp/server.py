@@ -14,12 +14,13 @@ from typing import Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from kg_mcp import __version__
-from kg_mcp.arguments import ArgumentError, ToolArguments
+from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
@@ -49,11 +50,19 @@ class KGServer(MCPServer):
         return tools
 
     async def call_tool(self, name, arguments, context=None):
+        checks = self.arguments(name)
         try:
-            arguments = self.arguments(name).check(arguments)
+            arguments = checks.prepare(arguments)
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as error:
+                if not isinstance(error.__cause__, ValidationError) or isinstance(error, UnexpectedToolError):
+                    raise
+            # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
+            checks.explain(arguments)
+            raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
         except ArgumentError as error:
             raise ToolError(str(error)) from None
-        return await super().call_tool(name, arguments, context)
 
     def arguments(self, name: str) -> ToolArguments:
         """The tool's published schema and checker, made once per registration."""
