@@ -38,7 +38,9 @@ def test_a_spawned_server_and_an_http_server_with_a_token(tmp_path):
                                  capture_output=True, text=True, timeout=90)
     assert spawned == over_http
     assert {t["name"] for t in spawned["tools"]} >= {"search", "get_relations", "explore_kg", "verify", "find_entities"}
-    search = next(t for t in spawned["tools"] if t["name"] == "search")
-    assert search["inputSchema"]["required"] == ["entity"]
+    relations = next(t for t in spawned["tools"] if t["name"] == "get_relations")
+    assert relations["inputSchema"]["required"] == ["entity"]
+    search = next(t for t in spawned["tools"] if t["name"] == "search")  # entity or entities: neither required
+    assert {"entity", "entities"} <= set(search["inputSchema"]["properties"]) and "required" not in search["inputSchema"]
     assert {r["uri"] for r in spawned["resources"]} >= {"kg://schema", "kg://stats"}
     assert refused.returncode == 1 and "refused the request (HTTP 401)" in refused.stderr

@@ -24,6 +24,7 @@ NPM_TOOLS = ROOT / ".npm-tools"
 # One call per tool that must succeed on the demo KG. A new tool fails the test until it has one here.
 EXAMPLES = {
     "search": {"entity": "wd:Q5582"},
+    "follow": {"paths": [["wd:Q9883", "~wdt:P19"], ["wd:Q1028181", "~wdt:P106"]]},  # painters born in Zundert
     "get_relations": {"entity": "wd:Q5582"},
     "explore_kg": {"entity": "wd:Q5582", "relations": ["wdt:P31"]},
     "verify": {"claims": [{"subject": "wd:Q5582", "relation": "wdt:P31", "object": "wd:Q5"}]},
