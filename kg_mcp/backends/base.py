@@ -59,12 +59,18 @@ class EntityHit:
 
 @dataclass
 class Rows:
-    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown)."""
+    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown).
+
+    `cut_at` is the engine's own row limit when the answer reached it (more rows may exist);
+    `partial` is the engine's note when it stopped the query early and sent what it had.
+    """
 
     variables: list[str]
     rows: list[list[Term | None]]
     total: int | None
     boolean: bool | None = None
+    cut_at: int | None = None
+    partial: str | None = None
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyoxigraph as ox
 
 from kg_mcp.backends.base import Direction, RelationCount
+from kg_mcp.backends.engine_answers import Answer, Solutions, solutions_of
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput
 from kg_mcp.hubs import hub_stats
@@ -47,11 +48,13 @@ class OxigraphBackend(SparqlBackend):
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
         return hub_stats(self.store, node, direction is Direction.OUTGOING)
 
-    def _solutions(self, query: str) -> ox.QuerySolutions:
+    def _solutions(self, query: str) -> Solutions:
         try:
-            return self.store.query(query)
+            return solutions_of(self.store.query(query))
         except OSError as e:
-            raise EndpointError(f"The store at {self.location} could not be read: {e}") from e
+            problem = str(e)
+        # Raised outside the except block, so no frame holding a result iterator goes with it.
+        raise EndpointError(f"The store at {self.location} could not be read: {problem}")
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
@@ -63,7 +66,8 @@ class OxigraphBackend(SparqlBackend):
             raise InvalidInput(f"The query does not parse: {e}", "Fix the SPARQL syntax and try again.") from None
         except OSError as e:
             raise EndpointError(f"The store at {self.location} could not be read: {e}") from e
-        return bool(result) if isinstance(result, ox.QueryBoolean) else result
+        # Left lazy (a user query may match millions of rows); run_query drains it on this thread.
+        return Answer(bool(result) if isinstance(result, ox.QueryBoolean) else result)
 
     def stats(self):
         stats = super().stats()

@@ -15,11 +15,11 @@ import time
 import urllib.error
 from http.client import HTTPException
 
-import pyoxigraph as ox
 from SPARQLWrapper import JSON, POST, SPARQLWrapper
 from SPARQLWrapper import SPARQLExceptions as sw_errors
 
 from kg_mcp import __version__
+from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer, too_heavy
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput
 
@@ -45,7 +45,8 @@ class RemoteBackend(SparqlBackend):
         self.use_entity_search = self.profile.entity_search == "mwapi" and "query.wikidata.org" in url
 
     # --- transport ------------------------------------------------------------------------------
-    def _fetch(self, query: str) -> bytes:
+    def _fetch(self, query: str) -> tuple[bytes, dict[str, str]]:
+        """The answer's body and headers."""
         deadline = time.monotonic() + self.settings.timeout_s
         backoff = _BACKOFF_START_S
         last_problem = "no attempt was made"
@@ -58,11 +59,13 @@ class RemoteBackend(SparqlBackend):
             except _BadQuery as e:
                 raise InvalidInput(f"The endpoint rejected the query: {e}", "Fix the query and try again.") from None
             except urllib.error.HTTPError as e:
+                _refuse_if_too_heavy(self.url, e.code, _body_text(e))
                 if e.code not in _RETRY_STATUS:
                     raise EndpointError(f"The endpoint {self.url} answered HTTP {e.code} ({e.reason}).") from None
                 last_problem = f"HTTP {e.code} ({e.reason})"
                 wait = _retry_after(e.headers.get("Retry-After")) if e.headers else None
             except sw_errors.EndPointInternalError as e:
+                _refuse_if_too_heavy(self.url, 500, str(e))
                 last_problem, wait = f"HTTP 500 ({_short(e)})", None
             except sw_errors.EndPointNotFound:
                 raise EndpointError(f"The endpoint {self.url} answered 404: no SPARQL service at that URL.") from None
@@ -96,7 +99,7 @@ class RemoteBackend(SparqlBackend):
             "The KG service is slow or unavailable; try again later or with a narrower call.",
         )
 
-    def _request(self, query: str, timeout: float, deadline: float) -> bytes:
+    def _request(self, query: str, timeout: float, deadline: float) -> tuple[bytes, dict[str, str]]:
         wrapper = SPARQLWrapper(self.url, agent=self.user_agent)
         wrapper.setMethod(POST)
         wrapper.setReturnFormat(JSON)
@@ -114,30 +117,35 @@ class RemoteBackend(SparqlBackend):
                 chunks.append(chunk)
                 if time.monotonic() > deadline:
                     raise TimeoutError("the answer did not arrive in time")
-        return b"".join(chunks)
+        return b"".join(chunks), dict(response.headers.items())
 
-    def _solutions(self, query: str) -> ox.QuerySolutions:
-        return self._parse(self._fetch(query))
+    def _solutions(self, query: str) -> Solutions:
+        answer = self._answer(query)
+        if answer.partial:
+            raise EndpointError(
+                f"The endpoint {self.url} stopped the query at its own time limit and sent a partial answer "
+                f"({answer.partial}).",
+                "Narrow the call (fewer relations, a smaller limit) or try again later.",
+            )
+        if answer.cut_at is not None:
+            log.warning("endpoint %s cut an answer at its limit of %d rows", self.url, answer.cut_at)
+        return answer.result
 
     def _boolean(self, query: str) -> bool:
-        return bool(self._parse(self._fetch(query)))
+        return bool(self._solutions(query))
 
-    def _run_any(self, query: str):
-        result = self._parse(self._fetch(query))
-        return bool(result) if isinstance(result, ox.QueryBoolean) else result
+    def _run_any(self, query: str) -> Answer:
+        return self._answer(query)
 
-    def _parse(self, body: bytes):
+    def _answer(self, query: str) -> Answer:
+        body, headers = self._fetch(query)
         try:
-            result = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
-            if isinstance(result, ox.QuerySolutions):
-                # The parser is lazy: a body cut off after its head fails only while rows are read,
-                # far from here. Read it through once now, then hand out a fresh parse.
-                for _ in result:
-                    pass
-                result = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
-            return result
+            return read_answer(body, headers)
         except SyntaxError as e:
-            raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({e}).") from None
+            problem = str(e)
+        # Raised outside the except block: the parser's frames (and its result iterator, bound to
+        # this thread) must not travel with the error to the thread that reports it.
+        raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
     def _fuzzy_matches(self, name: str, limit: int):
@@ -171,6 +179,28 @@ def _retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _refuse_if_too_heavy(url: str, status: int, text: str) -> None:
+    """An engine's "too slow" error is final: say so at once instead of retrying it."""
+    why = too_heavy(text) if status >= 500 else None
+    if why == "estimated":
+        raise EndpointError(
+            f"The endpoint {url} refused the query: its estimated run time exceeds the endpoint's limit.",
+            "Narrow the call: name the relations, add a LIMIT, or start from a less connected entity.",
+        )
+    if why == "stopped":
+        raise EndpointError(
+            f"The endpoint {url} stopped the query at its own time limit.",
+            "Narrow the call: name the relations, add a LIMIT, or start from a less connected entity.",
+        )
+
+
+def _body_text(error: urllib.error.HTTPError) -> str:
+    try:
+        return error.read(4096).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
 
 
 def _short(error: Exception) -> str:

@@ -13,6 +13,7 @@ from itertools import islice
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends.engine_answers import Answer, Solutions
 from kg_mcp.backends.base import (
     Backend,
     Direction,
@@ -56,8 +57,8 @@ class SparqlBackend(Backend):
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod
-    def _solutions(self, query: str) -> ox.QuerySolutions:
-        """Run a SELECT; errors are already translated to kg_mcp.errors."""
+    def _solutions(self, query: str) -> Solutions:
+        """Run a SELECT and read all its rows; errors are already translated to kg_mcp.errors."""
 
     @abstractmethod
     def _boolean(self, query: str) -> bool: ...
@@ -306,24 +307,16 @@ class SparqlBackend(Backend):
 
     # --- whole store ---------------------------------------------------------------------------
     def run_query(self, query: str, row_cap: int) -> Rows:
-        result = self._run_any(query)
-        if isinstance(result, bool):
-            return Rows([], [], None, boolean=result)
-        if isinstance(result, ox.QueryTriples):
-            variables = ["subject", "predicate", "object"]
-            rows_iter: Iterable[list] = ([t.subject, t.predicate, t.object] for t in result)
-        else:
-            variables = [v.value for v in result.variables]
-            rows_iter = ([solution[v] for v in variables] for solution in result)
-        # Count past the cap (up to a bound) so the model learns how much it did not see.
-        counted_cap = max(row_cap * 100, 10_000)
-        rows = list(islice(rows_iter, row_cap))
-        extra = sum(1 for _ in islice(rows_iter, counted_cap - row_cap))
-        total = len(rows) + extra if len(rows) + extra < counted_cap else None
-        return Rows(variables, rows, total)
+        answer = self._run_any(query)
+        try:
+            return _rows_of(answer, row_cap)
+        finally:
+            # pyoxigraph's result iterators belong to this thread: drop them here, also when an
+            # error is on its way to another thread with this frame in its traceback.
+            answer = None
 
     @abstractmethod
-    def _run_any(self, query: str) -> ox.QuerySolutions | ox.QueryTriples | bool:
+    def _run_any(self, query: str) -> Answer:
         """Run a user query of any form (SELECT, ASK, CONSTRUCT, DESCRIBE)."""
 
     def stats(self) -> StoreStats:
@@ -336,3 +329,24 @@ class SparqlBackend(Backend):
             relations=self._count(q.count_distinct("p")),
             top_relations=top,
         )
+
+
+def _rows_of(answer: Answer, row_cap: int) -> Rows:
+    result = answer.result
+    if isinstance(result, bool):
+        return Rows([], [], None, boolean=result)
+    if isinstance(result, (Solutions, ox.QuerySolutions)):
+        variables = [v if isinstance(v, str) else v.value for v in result.variables]
+        rows_iter: Iterable[list] = ([solution[v] for v in variables] for solution in result)
+    else:  # triples (CONSTRUCT, DESCRIBE)
+        variables = ["subject", "predicate", "object"]
+        rows_iter = ([t.subject, t.predicate, t.object] for t in result)
+    try:
+        # Count past the cap (up to a bound) so the model learns how much it did not see.
+        counted_cap = max(row_cap * 100, 10_000)
+        rows = list(islice(rows_iter, row_cap))
+        extra = sum(1 for _ in islice(rows_iter, counted_cap - row_cap))
+    finally:
+        result = rows_iter = None
+    total = len(rows) + extra if len(rows) + extra < counted_cap and answer.cut_at is None else None
+    return Rows(variables, rows, total, cut_at=answer.cut_at, partial=answer.partial)
