@@ -73,7 +73,8 @@ def read_answer(body: bytes, headers: Mapping[str, str] | None = None) -> Answer
     partial = None
     state = headers.get(_STATE_HEADER, "").strip()
     if state and state != "00000":
-        message = headers.get(_MESSAGE_HEADER, "").strip()
+        # Virtuoso: "RC...: Returning incomplete results, query interrupted by result timeout.  Activity: ..."
+        message = headers.get(_MESSAGE_HEADER, "").split("Activity:")[0].removeprefix("RC...:").strip()
         partial = f"{message} (state {state})" if message else f"state {state}"
     return Answer(result, cut_at, partial)
 
