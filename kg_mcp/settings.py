@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     count_cap: int = Field(
         100_000, ge=100, description="edge counts of a hub without load-time statistics stop here (shown as N+)"
     )
+    prefixes: dict[str, str] = Field(
+        {}, description="extra prefixes, name -> namespace IRI (--prefix NAME=IRI): ids are shown and read with them"
+    )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint")

@@ -9,6 +9,7 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.namespace_discovery import discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import ConfigError
@@ -89,7 +90,11 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
     chosen = get_profile(profile) if profile else _detect(probe._boolean)
     log.info("endpoint %s: profile %s", url, chosen.name)
-    return RemoteBackend(url, chosen, Vocabulary(chosen), settings)
+    # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
+    found = discover(probe._solutions, {**chosen.prefixes, **settings.prefixes})
+    vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
+    vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
+    return RemoteBackend(url, chosen, vocab, settings)
 
 
 def _local_backend(store: ox.Store, location: str, profile: str | None, settings: Settings) -> OxigraphBackend:
@@ -97,7 +102,9 @@ def _local_backend(store: ox.Store, location: str, profile: str | None, settings
     probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
     bare = [meta["relation_namespace"]] if meta.get("relation_namespace") else []
-    vocab = Vocabulary(chosen, meta.get("prefixes", {}), bare)
+    vocab = Vocabulary(chosen, {**meta.get("prefixes", {}), **settings.prefixes}, bare)
+    vocab.sources.update({ns: "store" for ns in [*meta.get("prefixes", {}).values(), *bare]})
+    vocab.sources.update({ns: "setting" for ns in settings.prefixes.values()})
     used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
     return OxigraphBackend(store, chosen, vocab, settings, location=location, label_predicates=used)
