@@ -105,7 +105,15 @@ def _add_resources(server: MCPServer, backend: Backend) -> None:
     def stats() -> str:
         s = backend.stats()
         return json.dumps(
-            {"kind": s.kind, "profile": s.profile, "triples": s.triples, "entities": s.entities, "relations": s.relations, **s.details},
+            {
+                "kind": s.kind,
+                "profile": s.profile,
+                "triples": s.triples,
+                "entities": s.entities,
+                "relations": s.relations,
+                "lower_bounds": s.bounded,  # true: each count is "at least" that many
+                **s.details,
+            },
             indent=1,
         )
 

@@ -33,7 +33,7 @@ def installed() -> str | None:
 
 
 class Virtuoso:
-    def __init__(self, root: Path, *, sql_port: int, http_port: int, max_rows: int = 10_000, max_seconds: int = 60):
+    def __init__(self, root: Path, *, sql_port: int, http_port: int, max_rows: int = 10_000, max_seconds: int = 30):
         self.root = root
         self.sql_port, self.http_port = sql_port, http_port
         self.max_rows, self.max_seconds = max_rows, max_seconds

@@ -82,6 +82,7 @@ class StoreStats:
     relations: int | None = None
     top_relations: list[tuple[ox.NamedNode, int]] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
+    bounded: bool = False  # the counts are lower bounds ("at least N"); details["counts"] says how
 
 
 class Backend(ABC):

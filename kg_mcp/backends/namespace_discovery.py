@@ -77,7 +77,8 @@ def discover(solutions: Callable[[str], Iterable], known: dict[str, str]) -> Dis
     relation_spaces = [ns for ns in vocabularies if ns not in covered]
     for ns in relation_spaces:
         found.sources[ns] = "void"
-    bare = _bare_candidate(predicates, covered)
+    # VoID's own terms describe the data set, not the data: they never name its relations.
+    bare = _bare_candidate(Counter({ns: n for ns, n in predicates.items() if ns != VOID}), covered, relation_spaces)
     taken = set(known)
     for ns in entity_spaces:
         found.sources.setdefault(ns, "sample")
@@ -130,7 +131,8 @@ def _sample(solutions) -> tuple[Counter, Counter]:
                 seen.append(row["s"])
             for variable, counter in (("s", subjects), ("o", subjects), ("p", predicates)):
                 term = row[variable]
-                if isinstance(term, ox.NamedNode) and (ns := namespace_of(term.value)):
+                # An IRI that is a namespace itself (a VoID vocabulary) says nothing about entities.
+                if isinstance(term, ox.NamedNode) and (ns := namespace_of(term.value)) and ns != term.value:
                     counter[ns] += 1
     return subjects, predicates
 
@@ -140,9 +142,15 @@ def _dominant(counts: Counter) -> list[str]:
     return [ns for ns, n in counts.most_common() if total and n / total >= _DOMINANT_SHARE]
 
 
-def _bare_candidate(predicates: Counter, covered: set[str]) -> str | None:
-    """The predicate namespace holding most of the predicates that no known prefix covers."""
+def _bare_candidate(predicates: Counter, covered: set[str], vocabularies: list[str]) -> str | None:
+    """The predicate namespace holding most of the predicates that no known prefix covers.
+
+    Among the published vocabularies (VoID), the most used one, if any of them is used at all.
+    """
     own = Counter({ns: n for ns, n in predicates.items() if ns not in covered})
+    published = [ns for ns in vocabularies if own.get(ns)]
+    if published:
+        return max(published, key=own.__getitem__)
     total = sum(own.values())
     if not total:
         return None

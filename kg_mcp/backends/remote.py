@@ -161,10 +161,10 @@ class RemoteBackend(SparqlBackend):
             return []
 
     def stats(self):
-        # Counting a public endpoint's triples would time out; say what we are connected to.
-        from kg_mcp.backends.base import StoreStats
+        # Counting a public endpoint's triples would time out: VoID figures or bounded counts.
+        from kg_mcp.backends.endpoint_stats import endpoint_stats
 
-        return StoreStats(kind=self.kind, profile=self.profile.name, triples=None, details={"endpoint": self.url})
+        return endpoint_stats(self, self.count_cap)
 
 
 def _retry_after(value: str | None) -> float | None:
