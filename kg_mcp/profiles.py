@@ -66,6 +66,16 @@ class Profile:
     statements: StatementModel | None = None
     # Entity search service of the public endpoint (Wikidata's mwapi), used only on that endpoint.
     entity_search: str | None = None
+    # Shown as the label of a bare-id node that has no name (Freebase's mediator/CVT nodes), so a
+    # model knows to search through it instead of taking the blank as a dead end.
+    unnamed_node_label: str | None = None
+
+    def unnamed_label_of(self, iri: str) -> str | None:
+        """The label an unnamed node with this IRI gets, or None when the profile has no such nodes."""
+        if self.unnamed_node_label and self.bare_namespace and iri.startswith(self.bare_namespace):
+            if self.bare_id_pattern and re.fullmatch(self.bare_id_pattern, iri[len(self.bare_namespace) :]):
+                return self.unnamed_node_label
+        return None
 
     def is_hidden(self, predicate: str) -> bool:
         return predicate in self.hidden_predicates or predicate.startswith(self.hidden_namespaces)
@@ -158,6 +168,7 @@ FREEBASE_PROFILE = Profile(
     hidden_predicates=frozenset({FREEBASE + "type.object.name", RDFS_LABEL, FREEBASE + "common.topic.description"}),
     bare_namespace=FREEBASE,
     bare_id_pattern=r"[mg]\.[0-9a-z_]+",
+    unnamed_node_label="(unnamed mediator node: it has no name; search it to reach the entities it links)",
 )
 
 DBPEDIA = Profile(

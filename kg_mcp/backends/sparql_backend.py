@@ -225,7 +225,11 @@ class SparqlBackend(Backend):
         if missing:
             best = self._best_literals(missing, self.label_predicates)
             self._remember_labels({node: best.get(node) for node in missing})
-        return {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        found = {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        for t in carrier:
+            if t not in found and (unnamed := self.profile.unnamed_label_of(t.value)):
+                found[t] = unnamed
+        return found
 
     def _remember_labels(self, labels: dict) -> None:
         if len(self._label_cache) + len(labels) > _LABEL_CACHE_SIZE:
