@@ -134,3 +134,41 @@ def _canonical(value):
     if isinstance(value, list):
         return sorted((_canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
     return value
+
+
+# --- a hub of a million edges behind each engine ----------------------------------------------------
+
+HUB_EDGES = 1_000_000
+E, P = "http://bench.test/e/", "http://bench.test/p/"
+
+
+@pytest.fixture(scope="session")
+def million_hub_nt(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hub") / "hub.nt"
+    with path.open("w") as f:
+        f.write(f'<{E}hub> <http://www.w3.org/2000/01/rdf-schema#label> "The Hub" .\n')
+        f.writelines(f"<{E}n{i}> <{P}{'country' if i % 2 else 'based_in'}> <{E}hub> .\n" for i in range(HUB_EDGES))
+    return path
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def hub_remote(request, engine_endpoints, million_hub_nt):
+    return open_endpoint(engine_endpoints(request.param, "hub", million_hub_nt), settings=Settings(count_cap=100_000))
+
+
+def test_million_edge_hub_is_bounded_and_says_so(hub_remote):
+    settings = hub_remote.settings
+    out = search(hub_remote, settings, "The Hub", "incoming")
+    assert out.data.view == "properties" and not out.data.total_exact
+    assert out.data.total == settings.count_cap and "at least 100,000 rows" in out.text
+    relations = get_relations(hub_remote, settings, f"<{E}hub>").data.relations
+    # The relations' namespace was found to dominate, so they are shown bare, as on a loaded store.
+    assert {r.relation for r in relations} == {"~country", "~based_in"}
+    assert all(not r.exact for r in relations)
+    # ... and the entities' namespace got a prefix of its own.
+    assert hub_remote.vocab.prefixes["e"] == E
+    walked = explore_kg(hub_remote, Settings(explore_limit=10), "e:hub", ["~country"]).data.relations[0]
+    assert walked.shown == 10 and walked.total == settings.count_cap
+    assert all(n.id.startswith("e:n") for n in walked.neighbours)
+    claims = [TripleClaim(subject="e:n1", relation="country", object="e:hub")]
+    assert verify(hub_remote, settings, claims).data.claims[0].status == "supported"

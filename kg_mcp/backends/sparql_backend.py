@@ -31,6 +31,7 @@ from kg_mcp.profiles import Profile
 from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
+_MAX_RELATIONS = 2000  # distinct relations listed around one node when its edges are too many to count
 _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
 
 
@@ -195,6 +196,14 @@ class SparqlBackend(Backend):
             rows.append((s["p"], way, int(s["n"].value)))
         self._remember_labels(own)
         exact = sum(n for *_, n in rows) < self.count_cap
+        if not exact:
+            # The first `count_cap` edges come in the engine's index order and may all share one
+            # predicate (Virtuoso): list every predicate, those not seen among them as "1+".
+            seen = {(p, way) for p, way, _ in rows}
+            for s in self._solutions(q.distinct_relations(self.profile, node, _MAX_RELATIONS)):
+                way = Direction.OUTGOING if s["d"].value == "out" else Direction.INCOMING
+                if (s["p"], way) not in seen:
+                    rows.append((s["p"], way, 1))
         rows.sort(key=lambda r: (r[1] is Direction.INCOMING, -r[2]))
         return [RelationCount(p, way, n, exact) for p, way, n in rows]
 
