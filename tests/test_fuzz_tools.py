@@ -422,7 +422,7 @@ def test_fuzz_sparql():
         out = run_case(stats, sparql, query)
         for ran, result in BACKEND.user_queries:
             assert ran == query.strip()  # exactly what was checked, nothing added
-            assert isinstance(result, (ox.QuerySolutions, bool)), (query, type(result))  # SELECT or ASK only
+            assert isinstance(result.result, (ox.QuerySolutions, bool)), (query, result)  # SELECT or ASK only
         if out is not None:
             stats["ran"] += 1
         assert TRAP.connections == 0, f"an outbound connection was made for: {query!r}"

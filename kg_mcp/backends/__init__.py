@@ -9,7 +9,7 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Neighbour, Qualifier, RelationCount, Rows, StoreStats
-from kg_mcp.backends.namespace_discovery import discover
+from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import ConfigError
@@ -91,7 +91,7 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     chosen = get_profile(profile) if profile else _detect(probe._boolean)
     log.info("endpoint %s: profile %s", url, chosen.name)
     # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
-    found = discover(probe._solutions, {**chosen.prefixes, **settings.prefixes})
+    found = discover(probe._solutions, {**chosen.prefixes, **settings.prefixes}) if settings.prefix_discovery else Discovered()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
     return RemoteBackend(url, chosen, vocab, settings)
