@@ -72,9 +72,9 @@ class Profile:
 
     def unnamed_label_of(self, iri: str) -> str | None:
         """The label an unnamed node with this IRI gets, or None when the profile has no such nodes."""
-        if self.unnamed_node_label and self.bare_namespace and iri.startswith(self.bare_namespace):
-            if self.bare_id_pattern and re.fullmatch(self.bare_id_pattern, iri[len(self.bare_namespace) :]):
-                return self.unnamed_node_label
+        namespace, pattern = self.bare_namespace, self.bare_id_pattern
+        if self.unnamed_node_label and namespace and pattern and iri.startswith(namespace):
+            return self.unnamed_node_label if re.fullmatch(pattern, iri[len(namespace) :]) else None
         return None
 
     def is_hidden(self, predicate: str) -> bool:

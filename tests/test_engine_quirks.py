@@ -145,7 +145,7 @@ def test_virtuoso_refuses_a_query_too_costly_to_start(engine_endpoints, quirks_n
 def test_info_and_stats_give_numbers_on_an_endpoint(engine_url):
     from kg_mcp.cli import main
 
-    engine, url = engine_url
+    _, url = engine_url
     exact = CliRunner().invoke(main, ["info", "--sparql", url])
     assert exact.exit_code == 0, exact.output
     assert "unknown" not in exact.output

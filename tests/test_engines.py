@@ -102,7 +102,7 @@ def test_pathquestion_gold_paths_on_the_engine(pathquestion_remote, data_dir, na
 
 def test_pathquestion_every_tool_with_compact_ids(pathquestion_remote, pathquestion):
     settings = Settings()
-    subject, relations, answer = _pathquestion_cases_first(pathquestion)
+    subject, relations = _pathquestion_cases_first(pathquestion)
     for call in (
         lambda b: search(b, settings, subject),
         lambda b: get_relations(b, settings, subject),
@@ -117,8 +117,8 @@ def test_pathquestion_every_tool_with_compact_ids(pathquestion_remote, pathquest
 def _pathquestion_cases_first(local):
     from conftest import DATA
 
-    subject, relations, answer = _pathquestion_cases(DATA, "PQ-2H.txt")[0]
-    return local.vocab.compact(local.resolve_entity(subject)), relations, answer
+    subject, relations, _ = _pathquestion_cases(DATA, "PQ-2H.txt")[0]
+    return local.vocab.compact(local.resolve_entity(subject)), relations
 
 
 def same_output(remote, local) -> bool:

@@ -25,10 +25,10 @@ import time
 import anyio
 import httpx2
 import pytest
+from fault_proxy import Fault, FaultProxy, kg_mcp_server
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from fault_proxy import Fault, FaultProxy, kg_mcp_server
 from kg_mcp.backends import open_endpoint
 from kg_mcp.errors import EndpointError
 from kg_mcp.profiles import WIKIDATA

@@ -70,7 +70,7 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
         store = ox.Store.read_only(str(path))
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
-    return _local_backend(store, str(path), profile, settings or Settings())
+    return _local_backend(store, str(path), profile, settings or Settings(), path=str(path))
 
 
 def open_demo(*, settings: Settings | None = None, profile: str | None = None) -> OxigraphBackend:
@@ -88,16 +88,22 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         raise ConfigError(f"{url!r} is not an http(s) URL of a SPARQL endpoint.")
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
-    chosen = get_profile(profile) if profile else _detect(probe._boolean)
-    log.info("endpoint %s: profile %s", url, chosen.name)
-    # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
-    found = discover(probe._solutions, {**chosen.prefixes, **settings.prefixes}) if settings.prefix_discovery else Discovered()
+    try:
+        chosen = get_profile(profile) if profile else _detect(probe._boolean)
+        log.info("endpoint %s: profile %s", url, chosen.name)
+        # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
+        known = {**chosen.prefixes, **settings.prefixes}
+        found = discover(probe._solutions, known) if settings.prefix_discovery else Discovered()
+    finally:
+        probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
     return RemoteBackend(url, chosen, vocab, settings)
 
 
-def _local_backend(store: ox.Store, location: str, profile: str | None, settings: Settings) -> OxigraphBackend:
+def _local_backend(
+    store: ox.Store, location: str, profile: str | None, settings: Settings, *, path: str | None = None
+) -> OxigraphBackend:
     meta = read_meta(store)
     probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
@@ -107,7 +113,7 @@ def _local_backend(store: ox.Store, location: str, profile: str | None, settings
     vocab.sources.update({ns: "setting" for ns in settings.prefixes.values()})
     used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
-    return OxigraphBackend(store, chosen, vocab, settings, location=location, label_predicates=used)
+    return OxigraphBackend(store, chosen, vocab, settings, location=location, path=path, label_predicates=used)
 
 
 def _detect(ask) -> Profile:

@@ -30,8 +30,8 @@ _STATE_HEADER = "x-sql-state"
 _MESSAGE_HEADER = "x-sql-message"
 # Virtuoso error texts that mean "the query is too heavy for this endpoint": retrying will not help.
 _TOO_SLOW = (
-    (re.compile(r"estimated execution time [\d.]+ \(sec\) exceeds the limit of ([\d.]+)", re.I), "estimated"),
-    (re.compile(r"\bS1T00\b|Transaction timed out|\bSR171\b|query timeout|timed out", re.I), "stopped"),
+    (re.compile(r"estimated execution time [\d.]+ \(sec\) exceeds the limit of ([\d.]+)", re.IGNORECASE), "estimated"),
+    (re.compile(r"\bS1T00\b|\bSR171\b|Transaction timed out", re.IGNORECASE), "stopped"),
 )
 
 
@@ -113,3 +113,15 @@ def _fix_term(term) -> None:
         term["value"] = label or "b"
     for part in ("subject", "predicate", "object"):  # RDF-star triple terms
         _fix_term(term.get(part))
+
+
+def refuse_if_too_heavy(url: str, error_text: str) -> None:
+    """An engine's "too slow" error is final: raise it at once (an EndpointError) instead of retrying."""
+    from kg_mcp.errors import EndpointError
+
+    hint = "Narrow the call: name the relations, add a LIMIT, or start from a less connected entity."
+    why = too_heavy(error_text)
+    if why == "estimated":
+        raise EndpointError(f"The endpoint {url} refused the query: its estimated run time exceeds the endpoint's limit.", hint)
+    if why == "stopped":
+        raise EndpointError(f"The endpoint {url} stopped the query at its own time limit.", hint)

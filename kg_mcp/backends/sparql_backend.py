@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
-from itertools import islice
 
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
-from kg_mcp.backends.engine_answers import Answer, Solutions
+from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import (
     Backend,
     Direction,
@@ -25,6 +24,7 @@ from kg_mcp.backends.base import (
     StoreStats,
     Term,
 )
+from kg_mcp.backends.engine_answers import Solutions
 from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
 from kg_mcp.ids import Vocabulary, check_text
 from kg_mcp.profiles import Profile
@@ -320,17 +320,11 @@ class SparqlBackend(Backend):
 
     # --- whole store ---------------------------------------------------------------------------
     def run_query(self, query: str, row_cap: int) -> Rows:
-        answer = self._run_any(query)
-        try:
-            return _rows_of(answer, row_cap)
-        finally:
-            # pyoxigraph's result iterators belong to this thread: drop them here, also when an
-            # error is on its way to another thread with this frame in its traceback.
-            answer = None
+        return capped_rows(self._run_any(query), row_cap)
 
-    @abstractmethod
-    def _run_any(self, query: str) -> Answer:
-        """Run a user query of any form (SELECT, ASK, CONSTRUCT, DESCRIBE)."""
+    def _run_any(self, query: str) -> ox.QuerySolutions | ox.QueryTriples | bool:
+        """Run a user query of any form (SELECT, ASK, CONSTRUCT, DESCRIBE), or override run_query."""
+        raise NotImplementedError
 
     def stats(self) -> StoreStats:
         top = [(s["p"], int(s["n"].value)) for s in self._solutions(q.top_relations(15))]
@@ -343,23 +337,3 @@ class SparqlBackend(Backend):
             top_relations=top,
         )
 
-
-def _rows_of(answer: Answer, row_cap: int) -> Rows:
-    result = answer.result
-    if isinstance(result, bool):
-        return Rows([], [], None, boolean=result)
-    if isinstance(result, (Solutions, ox.QuerySolutions)):
-        variables = [v if isinstance(v, str) else v.value for v in result.variables]
-        rows_iter: Iterable[list] = ([solution[v] for v in variables] for solution in result)
-    else:  # triples (CONSTRUCT, DESCRIBE)
-        variables = ["subject", "predicate", "object"]
-        rows_iter = ([t.subject, t.predicate, t.object] for t in result)
-    try:
-        # Count past the cap (up to a bound) so the model learns how much it did not see.
-        counted_cap = max(row_cap * 100, 10_000)
-        rows = list(islice(rows_iter, row_cap))
-        extra = sum(1 for _ in islice(rows_iter, counted_cap - row_cap))
-    finally:
-        result = rows_iter = None
-    total = len(rows) + extra if len(rows) + extra < counted_cap and answer.cut_at is None else None
-    return Rows(variables, rows, total, cut_at=answer.cut_at, partial=answer.partial)
