@@ -30,7 +30,7 @@ _STATE_HEADER = "x-sql-state"
 _MESSAGE_HEADER = "x-sql-message"
 # Virtuoso error texts that mean "the query is too heavy for this endpoint": retrying will not help.
 _TOO_SLOW = (
-    (re.compile(r"estimated execution time [\d.]+ \(sec\) exceeds the limit of ([\d.]+)", re.IGNORECASE), "estimated"),
+    (re.compile(r"estimated execution time \S+ \(sec\) exceeds the limit", re.IGNORECASE), "estimated"),
     (re.compile(r"\bS1T00\b|\bSR171\b|Transaction timed out", re.IGNORECASE), "stopped"),
 )
 
