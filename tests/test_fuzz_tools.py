@@ -441,6 +441,12 @@ def test_sparql_invalid_unicode_escape_is_a_tool_error():
         sparql(BACKEND, SETTINGS, "SELECT * WHERE { ?s ?p ?o } # \\UFFFFFFFF")
 
 
+def test_sparql_nested_too_deeply_is_a_tool_error():
+    query = "SELECT * WHERE { ?s ?p ?o FILTER(" + "(" * 300 + "1" + ")" * 300 + ") }"
+    with pytest.raises(KGError, match="nested too deeply"):
+        sparql(BACKEND, SETTINGS, query)
+
+
 @pytest.mark.parametrize(
     "tool, args",
     [(search, ("Vincent\ud800",)), (find_entities, ("a\ud800",)), (sparql, ('SELECT * WHERE { ?s ?p "\ud800" }',))],
