@@ -78,7 +78,7 @@ def count_neighbours(
 def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction, cap: int) -> str:
     """Predicates among the first `cap` edges, with their counts there (all of them below the cap)."""
     edges = f"SELECT ?p WHERE {{ {edge_pattern(node, direction)} {visible(profile, 'p', node)} }} LIMIT {int(cap)}"
-    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ORDER BY DESC(?n)"
+    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ORDER BY DESC(?n) ?p"
 
 
 def relations_around(
@@ -213,7 +213,7 @@ def count_triples() -> str:
 
 
 def top_relations(limit: int) -> str:
-    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT {int(limit)}"
+    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) ?p LIMIT {int(limit)}"
 
 
 def count_distinct(var: str) -> str:

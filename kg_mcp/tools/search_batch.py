@@ -52,6 +52,12 @@ def _nodes(backend: Backend, refs: list[str]) -> list[tuple[str, ox.NamedNode]]:
     return [(ref, node) for node, ref in seen.items()]
 
 
+def _in_order(rows: list[Neighbour]) -> list[Neighbour]:
+    # Engines return rows in their own index order; one order makes a batch read (and cut) the
+    # same on every engine, and keeps an entity's rows of one property together.
+    return sorted(rows, key=lambda r: (str(r.predicate), str(r.value)))
+
+
 def search_many(
     backend: Backend, settings: Settings, refs: list[str], way: Direction, predicates: list, row_limit: int
 ) -> ToolOutput:
@@ -63,12 +69,12 @@ def search_many(
     for ref, node in nodes:
         left = budget - sum(len(p[3]) for p in parts)
         if predicates:
-            found = backend.neighbours(node, way, predicates, left + 1) if left > 0 else []
+            found = _in_order(backend.neighbours(node, way, predicates, left + 1) if left > 0 else [])
             complete = left > 0 and len(found) <= left
             total = len(found) if complete else backend.count_neighbours(node, way, predicates)
             parts.append((node, "rows", total, found[: max(left, 0)]))
             continue
-        found = backend.neighbours(node, way, None, settings.search_k + 1)
+        found = _in_order(backend.neighbours(node, way, None, settings.search_k + 1))
         if len(found) > settings.search_k:
             parts.append((node, "properties", backend.count_neighbours(node, way, None), []))
         else:
