@@ -21,6 +21,14 @@ class Settings(BaseSettings):
     count_cap: int = Field(
         100_000, ge=100, description="edge counts of a hub without load-time statistics stop here (shown as N+)"
     )
+    semantic_lookup: bool = Field(
+        False, description="find_entities: when no name matches by words or typos, offer the nearest by embedding"
+    )
+    text_search: str = Field(
+        "auto",
+        pattern="^(auto|mwapi|virtuoso|qlever|labels)$",
+        description="find_entities on an endpoint: its own text search (auto: detected), or label queries",
+    )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint")

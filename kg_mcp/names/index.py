@@ -1,0 +1,163 @@
+"""Looking names up in a store's name index (see `build`): exact, all words, one or two typos.
+
+A lookup returns candidates by tier, best tier first: the whole name (a label, or an alias),
+then every typed word (in any order, the last one possibly unfinished), then words within one
+or two edits of the typed ones. The backend orders each tier by degree.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from rapidfuzz.distance import OSA
+
+from kg_mcp.names.fold import fold
+from kg_mcp.names.fold import words as fold_words
+
+log = logging.getLogger(__name__)
+
+# The order of the tiers; a lower number ranks first.
+TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic": 5}
+_CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
+_MATCHES_SCANNED = 5_000  # names looked at per words or typo query
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    entity: str  # IRI
+    name: str  # the label or alias that matched
+    kind: str  # a key of TIERS
+    edits: int = 0  # typos corrected (fuzzy matches)
+
+
+def max_edits(word: str) -> int:
+    """Typos forgiven in one typed word: none in short words, where any change makes another word.
+
+    >>> [max_edits(w) for w in ("ab", "spiel", "spielburg")]
+    [0, 1, 2]
+    """
+    return 0 if len(word) < 4 else 1 if len(word) < 9 else 2
+
+
+class NameIndex:
+    """A read-only connection to one index file (or an in-memory one, for in-memory stores)."""
+
+    def __init__(self, connection: sqlite3.Connection, where: str):
+        self._db = connection
+        self._lock = threading.Lock()  # one connection, shared by the server's worker threads
+        self.where = where
+
+    @classmethod
+    def open(cls, path: str | Path) -> NameIndex:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        return cls(connection, str(path))
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _rows(self, sql: str, args: tuple) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def lookup(self, name: str, pool: int) -> list[NameMatch]:
+        """Up to `pool` candidates per tier, tiers in order; an entity appears once, in its best tier."""
+        folded = fold(name)
+        if not folded:
+            return []
+        found: dict[str, NameMatch] = {}
+        for match in self._whole(name, folded, pool):
+            best = found.get(match.entity)
+            if best is None or TIERS[match.kind] < TIERS[best.kind]:
+                found[match.entity] = match
+        words = fold_words(name)
+        if not words:
+            return list(found.values())
+        found.update((m.entity, m) for m in self._words(words, pool, set(found)))
+        if len(found) < pool:
+            found.update((m.entity, m) for m in self._fuzzy(words, pool, set(found)))
+        return sorted(found.values(), key=lambda m: (TIERS[m.kind], m.edits))
+
+    def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
+        rows = self._rows("SELECT entity, label, alias FROM names WHERE folded = ? LIMIT ?", (folded, pool * 4))
+        return [
+            NameMatch(entity, label, "alias" if alias else "exact" if label == name else "folded")
+            for entity, label, alias in rows
+        ]
+
+    def _words(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
+        # The last word may be unfinished ("Steven Spielb"): a prefix, once it is long enough to be selective.
+        terms = [_quoted(w) for w in words[:-1]] + [_quoted(words[-1]) + ("*" if len(words[-1]) >= 2 else "")]
+        return self._matching(" AND ".join(terms), pool, known, "words", 0)
+
+    def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
+        groups, edits, widened = [], 0, False
+        for word in words:
+            near = self.near_words(word)
+            widened |= bool(set(near) - {word})
+            groups.append(" OR ".join(_quoted(w) for w in sorted(near, key=near.get)[:20]) or _quoted(word))
+            edits += min(near.values(), default=0)
+        if not widened:
+            return []  # no other spelling of any word is indexed: the same query as the words tier
+        edits = max(edits, 1)
+        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits)
+
+    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int) -> list[NameMatch]:
+        # The shortest names first (the fewest words besides the typed ones), among a bounded number
+        # of matches: ranking every name that has a common word would cost too much on large stores.
+        rows = self._rows(
+            "SELECT n.entity, n.label FROM (SELECT rowid FROM words WHERE words MATCH ? LIMIT ?) AS m "
+            "JOIN names n ON n.id = m.rowid ORDER BY length(n.folded) LIMIT ?",
+            (query, _MATCHES_SCANNED, pool * 4),
+        )
+        out: dict[str, NameMatch] = {}
+        for entity, label in rows:
+            if entity not in known and entity not in out:
+                out[entity] = NameMatch(entity, label, kind, edits)
+        return list(out.values())[:pool]
+
+    def near_words(self, word: str) -> dict[str, int]:
+        """Indexed words within `max_edits(word)` of `word` (transpositions count as one edit), with their distance.
+
+        By the pigeonhole principle a word with k typos keeps one of k+1 pieces of the typed word
+        intact: the first piece is found as a prefix, the others as substrings (trigram index).
+        """
+        k = max_edits(word)
+        if k == 0:
+            return {}
+        size = -(-len(word) // (k + 1))
+        pieces = [word[i : i + size] for i in range(0, len(word), size)]
+        lengths = (len(word) - k, len(word) + k)
+        candidates = {
+            t
+            for (t,) in self._rows(
+                "SELECT term FROM terms WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+                (pieces[0], pieces[0] + "\U0010ffff", *lengths, _CANDIDATE_TERMS),
+            )
+        }
+        for piece in pieces[1:]:
+            if len(piece) >= 3:
+                candidates.update(
+                    t
+                    for (t,) in self._rows(
+                        "SELECT term FROM term_grams WHERE term_grams MATCH ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+                        (_quoted(piece), *lengths, _CANDIDATE_TERMS),
+                    )
+                )
+        near = {}
+        for term in candidates:
+            distance = OSA.distance(word, term, score_cutoff=k)
+            if distance <= k:
+                near[term] = distance
+        return near
+
+    def labels(self, cap: int) -> list[tuple[str, str]]:
+        """(entity, name) pairs, at most `cap` of them: what the semantic fallback compares with."""
+        return self._rows("SELECT entity, label FROM names LIMIT ?", (cap,))
+
+
+def _quoted(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
