@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     count_cap: int = Field(
         100_000, ge=100, description="edge counts of a hub without load-time statistics stop here (shown as N+)"
     )
+    name_index: bool = Field(
+        True, description="find_entities on a local store: its name index (off: label queries, as on an endpoint)"
+    )
     semantic_lookup: bool = Field(
         False, description="find_entities: when no name matches by words or typos, offer the nearest by embedding"
     )

@@ -73,7 +73,7 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
     settings = settings or Settings()
     backend = _local_backend(store, str(path), profile, settings)
-    backend.use_names(open_store_index(store, path, backend.profile, settings.languages))
+    backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if settings.name_index else None)
     return backend
 
 

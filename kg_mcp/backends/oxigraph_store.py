@@ -37,7 +37,8 @@ class OxigraphBackend(SparqlBackend):
         with self._names_lock:
             if not self._names_tried:  # an in-memory store: index it now, it is small
                 self._names_tried = True
-                self._names = memory_index(self.store, self.profile, self.settings.languages)
+                if self.settings.name_index:
+                    self._names = memory_index(self.store, self.profile, self.settings.languages)
         return self._names
 
     def _name_matches(self, name: str, limit: int):
