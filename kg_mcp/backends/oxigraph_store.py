@@ -55,7 +55,7 @@ class OxigraphBackend(SparqlBackend):
                 self._semantic = self._semantic or SemanticNames(index)
             matches = self._semantic.nearest(name, pool)
             method = "name index, then nearest names by embedding"
-        return method, [(ox.NamedNode(m.entity), m.kind, m.edits) for m in matches]
+        return method, [(ox.NamedNode(m.entity), m.kind, m.order) for m in matches]
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:

@@ -261,7 +261,8 @@ class SparqlBackend(Backend):
                     best[s["x"]] = ((99, 99), s["label"].value)
         return {node: text for node, (_, text) in best.items()}
 
-    # Match kinds in rank order; hits of one rank are ordered by fewer typos, then by degree.
+    # Match kinds in rank order; hits of one rank are ordered by the matcher's own order within
+    # it (fewer typos first, for instance), then by degree.
     _MATCH_RANK = {
         "id": 0, "exact": 1, "folded": 2, "case-insensitive": 2, "alias": 3, "words": 4, "prefix": 4,
         "search": 5, "fuzzy": 6, "semantic": 7,
@@ -293,7 +294,8 @@ class SparqlBackend(Backend):
         return Lookup([h for h, _ in hits[:limit]], method)
 
     def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple[ox.NamedNode, str, int]]]:
-        """(method, [(entity, match kind, typos)]): the exact label query, then a label scan where affordable."""
+        """(method, [(entity, match kind, order within the kind)]): the exact label query, then a label
+        scan where affordable."""
         found: dict[ox.NamedNode, str] = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):

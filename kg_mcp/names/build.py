@@ -25,12 +25,13 @@ from kg_mcp.names.fold import fold
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "kg-mcp-names.sqlite"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _BATCH = 50_000
 
 # `names` holds one row per (folded name, entity, label-or-alias); `words` indexes its words
-# (already folded, so the tokenizer only splits on spaces), `terms` lists the distinct words and
-# `term_grams` their character trigrams, which find the words one typo away from a typed one.
+# (already folded, so the tokenizer only splits on spaces), `terms` lists the distinct words (also
+# spelled backwards) and `term_grams` their character trigrams: together they find the words a
+# typo or two away from a typed one.
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
@@ -42,9 +43,11 @@ CREATE VIRTUAL TABLE words USING fts5(folded, content='names', content_rowid='id
                                       tokenize='unicode61 remove_diacritics 0', detail='none');
 INSERT INTO words(rowid, folded) SELECT id, folded FROM names;
 CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
-CREATE TABLE terms(term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
-INSERT INTO terms SELECT term, doc FROM word_list;
+CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;
+"""
+_TERM_INDEXES = """
 DROP TABLE word_list;
+CREATE INDEX terms_backwards ON terms(backwards);
 CREATE VIRTUAL TABLE term_grams USING fts5(term, tokenize='trigram');
 INSERT INTO term_grams(term) SELECT term FROM terms WHERE length(term) >= 3;
 """
@@ -104,6 +107,11 @@ def fill_index(
         connection.executemany("INSERT INTO names(entity, label, folded, alias) VALUES (?, ?, ?, ?)", batch)
         count += len(batch)
     connection.executescript(_INDEXES)
+    # Each word also spelled backwards, so that words ending alike are a range of an index too.
+    terms = connection.execute("SELECT term, doc FROM word_list")
+    while batch := terms.fetchmany(_BATCH):
+        connection.executemany("INSERT INTO terms VALUES (?, ?, ?)", [(t, t[::-1], n) for t, n in batch])
+    connection.executescript(_TERM_INDEXES)
     meta = {
         "version": FORMAT_VERSION,
         "languages": list(languages),

@@ -32,6 +32,12 @@ class NameMatch:
     name: str  # the label or alias that matched
     kind: str  # a key of TIERS
     edits: int = 0  # typos corrected (fuzzy matches)
+    more_words: bool = False  # the name has words besides the typed ones
+
+    @property
+    def order(self) -> int:
+        """Rank within the tier (lower first, then by degree): fewer typos, then no words beyond the typed ones."""
+        return self.edits * 2 + self.more_words
 
 
 def max_edits(word: str) -> int:
@@ -79,7 +85,7 @@ class NameIndex:
         found.update((m.entity, m) for m in self._words(words, pool, set(found)))
         if len(found) < pool:
             found.update((m.entity, m) for m in self._fuzzy(words, pool, set(found)))
-        return sorted(found.values(), key=lambda m: (TIERS[m.kind], m.edits))
+        return sorted(found.values(), key=lambda m: (TIERS[m.kind], m.order))
 
     def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
         rows = self._rows("SELECT entity, label, alias FROM names WHERE folded = ? LIMIT ?", (folded, pool * 4))
@@ -91,68 +97,92 @@ class NameIndex:
     def _words(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
         # The last word may be unfinished ("Steven Spielb"): a prefix, once it is long enough to be selective.
         terms = [_quoted(w) for w in words[:-1]] + [_quoted(words[-1]) + ("*" if len(words[-1]) >= 2 else "")]
-        return self._matching(" AND ".join(terms), pool, known, "words", 0)
+        return self._matching(" AND ".join(terms), pool, known, "words", 0, len(words))
 
     def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
         groups, edits, widened = [], 0, False
         for word in words:
-            near = self.near_words(word)
+            near = self.near_words(word, short=True)
             widened |= bool(set(near) - {word})
             groups.append(" OR ".join(_quoted(w) for w in sorted(near, key=near.get)[:20]) or _quoted(word))
             edits += min(near.values(), default=0)
         if not widened:
             return []  # no other spelling of any word is indexed: the same query as the words tier
         edits = max(edits, 1)
-        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits)
+        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, len(words))
 
-    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int) -> list[NameMatch]:
+
+
+    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: int) -> list[NameMatch]:
         # The shortest names first (the fewest words besides the typed ones), among a bounded number
         # of matches: ranking every name that has a common word would cost too much on large stores.
         rows = self._rows(
-            "SELECT n.entity, n.label FROM (SELECT rowid FROM words WHERE words MATCH ? LIMIT ?) AS m "
+            "SELECT n.entity, n.label, n.folded FROM (SELECT rowid FROM words WHERE words MATCH ? LIMIT ?) AS m "
             "JOIN names n ON n.id = m.rowid ORDER BY length(n.folded) LIMIT ?",
             (query, _MATCHES_SCANNED, pool * 4),
         )
         out: dict[str, NameMatch] = {}
-        for entity, label in rows:
+        for entity, label, folded in rows:
             if entity not in known and entity not in out:
-                out[entity] = NameMatch(entity, label, kind, edits)
+                # Among typo matches, names of just the typed words first ("Parcs": Paris, then Paris, Texas).
+                out[entity] = NameMatch(entity, label, kind, edits, kind == "fuzzy" and folded.count(" ") + 1 > typed)
         return list(out.values())[:pool]
 
-    def near_words(self, word: str) -> dict[str, int]:
-        """Indexed words within `max_edits(word)` of `word` (transpositions count as one edit), with their distance.
+    def near_words(self, word: str, *, short: bool = False) -> dict[str, int]:
+        """Indexed words within `max_edits(word)` of `word` (a swap of neighbours is one edit), with their distance.
 
-        By the pigeonhole principle a word with k typos keeps one of k+1 pieces of the typed word
-        intact: the first piece is found as a prefix, the others as substrings (trigram index).
+        A word with one typo keeps intact the first half of the typed word (the typo is later) or
+        the rest (it is earlier), or, for a swap across the middle, both ends; with two typos one
+        of three pieces is intact, the middle one found as a substring by the trigram index.
         """
-        k = max_edits(word)
+        # Three-letter words ("Tie Limit") only with `short`: alone, their neighbours are too many.
+        k = max_edits(word) or (1 if short and len(word) == 3 else 0)
         if k == 0:
             return {}
-        size = -(-len(word) // (k + 1))
-        pieces = [word[i : i + size] for i in range(0, len(word), size)]
         lengths = (len(word) - k, len(word) + k)
-        candidates = {
-            t
-            for (t,) in self._rows(
-                "SELECT term FROM terms WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ? LIMIT ?",
-                (pieces[0], pieces[0] + "\U0010ffff", *lengths, _CANDIDATE_TERMS),
-            )
-        }
-        for piece in pieces[1:]:
-            if len(piece) >= 3:
-                candidates.update(
-                    t
-                    for (t,) in self._rows(
-                        "SELECT term FROM term_grams WHERE term_grams MATCH ? AND length(term) BETWEEN ? AND ? LIMIT ?",
-                        (_quoted(piece), *lengths, _CANDIDATE_TERMS),
-                    )
-                )
+        if k == 1:
+            half = -(-len(word) // 2)
+            candidates = self._starting(word[:half], lengths) | self._ending(word[half:], lengths)
+            candidates |= self._starting(word[: half - 1], (len(word), len(word)), ending=word[half + 1 :])
+        else:
+            third = -(-len(word) // 3)
+            candidates = self._starting(word[:third], lengths) | self._ending(word[-third:], lengths)
+            candidates |= self._containing(word[third:-third], lengths)
         near = {}
         for term in candidates:
             distance = OSA.distance(word, term, score_cutoff=k)
             if distance <= k:
                 near[term] = distance
         return near
+
+    def _starting(self, prefix: str, lengths: tuple[int, int], ending: str = "") -> set[str]:
+        if not prefix:
+            return set()
+        rows = self._rows(
+            "SELECT term FROM terms WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ? "
+            "AND substr(term, length(term) - ? + 1) = ? LIMIT ?",
+            (prefix, prefix + "\U0010ffff", *lengths, len(ending), ending, _CANDIDATE_TERMS),
+        )
+        return {t for (t,) in rows}
+
+    def _ending(self, suffix: str, lengths: tuple[int, int]) -> set[str]:
+        if not suffix:
+            return set()
+        backwards = suffix[::-1]
+        rows = self._rows(
+            "SELECT term FROM terms WHERE backwards >= ? AND backwards < ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+            (backwards, backwards + "\U0010ffff", *lengths, _CANDIDATE_TERMS),
+        )
+        return {t for (t,) in rows}
+
+    def _containing(self, piece: str, lengths: tuple[int, int]) -> set[str]:
+        if len(piece) < 3:  # the trigram index finds pieces of three letters or more
+            return set()
+        rows = self._rows(
+            "SELECT term FROM term_grams WHERE term_grams MATCH ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+            (_quoted(piece), *lengths, _CANDIDATE_TERMS),
+        )
+        return {t for (t,) in rows}
 
     def labels(self, cap: int) -> list[tuple[str, str]]:
         """(entity, name) pairs, at most `cap` of them: what the semantic fallback compares with."""
