@@ -32,12 +32,14 @@ class NameMatch:
     name: str  # the label or alias that matched
     kind: str  # a key of TIERS
     edits: int = 0  # typos corrected (fuzzy matches)
-    more_words: bool = False  # the name has words besides the typed ones
+    # A looser match within its tier: the last typed word only begins a word of the name (words),
+    # or the name has words besides the typed ones (fuzzy).
+    looser: bool = False
 
     @property
     def order(self) -> int:
-        """Rank within the tier (lower first, then by degree): fewer typos, then no words beyond the typed ones."""
-        return self.edits * 2 + self.more_words
+        """Rank within the tier (lower first, then by degree): fewer typos, then the closer matches."""
+        return self.edits * 2 + self.looser
 
 
 def max_edits(word: str) -> int:
@@ -97,7 +99,7 @@ class NameIndex:
     def _words(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
         # The last word may be unfinished ("Steven Spielb"): a prefix, once it is long enough to be selective.
         terms = [_quoted(w) for w in words[:-1]] + [_quoted(words[-1]) + ("*" if len(words[-1]) >= 2 else "")]
-        return self._matching(" AND ".join(terms), pool, known, "words", 0, len(words))
+        return self._matching(" AND ".join(terms), pool, known, "words", 0, words)
 
     def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
         groups, edits, widened = [], 0, False
@@ -109,11 +111,11 @@ class NameIndex:
         if not widened:
             return []  # no other spelling of any word is indexed: the same query as the words tier
         edits = max(edits, 1)
-        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, len(words))
+        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, words)
 
 
 
-    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: int) -> list[NameMatch]:
+    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]) -> list[NameMatch]:
         # The shortest names first (the fewest words besides the typed ones), among a bounded number
         # of matches: ranking every name that has a common word would cost too much on large stores.
         rows = self._rows(
@@ -124,8 +126,12 @@ class NameIndex:
         out: dict[str, NameMatch] = {}
         for entity, label, folded in rows:
             if entity not in known and entity not in out:
-                # Among typo matches, names of just the typed words first ("Parcs": Paris, then Paris, Texas).
-                out[entity] = NameMatch(entity, label, kind, edits, kind == "fuzzy" and folded.count(" ") + 1 > typed)
+                # "War" finds War Horse before Warlock; "Parcs" finds Paris before Paris, Texas.
+                if kind == "words":
+                    looser = typed[-1] not in folded.split()
+                else:
+                    looser = folded.count(" ") + 1 > len(typed)
+                out[entity] = NameMatch(entity, label, kind, edits, looser)
         return list(out.values())[:pool]
 
     def near_words(self, word: str, *, short: bool = False) -> dict[str, int]:
