@@ -20,12 +20,12 @@ from pathlib import Path
 import pyoxigraph as ox
 from tqdm import tqdm
 
-from kg_mcp.names.fold import fold
+from kg_mcp.names.fold import fold, fold_joined
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "kg-mcp-names.sqlite"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _BATCH = 50_000
 
 # `names` holds one row per (folded name, entity, label-or-alias); `words` indexes its words
@@ -158,12 +158,12 @@ def _names(
                     continue
                 if (literal.language or "") not in languages:
                     continue
-                folded = fold(literal.value)
-                key = (subject.value, folded, alias)
-                if not folded or key in seen:
-                    continue
-                # One name in several languages repeats; remembering all names would cost too much memory.
-                if len(seen) < 1_000_000:
-                    seen.add(key)
-                yield subject.value, literal.value, folded, alias
+                for folded in {fold(literal.value), fold_joined(literal.value)}:
+                    key = (subject.value, folded, alias)
+                    if not folded or key in seen:
+                        continue
+                    # One name in several languages repeats; remembering every name would cost too much memory.
+                    if len(seen) < 1_000_000:
+                        seen.add(key)
+                    yield subject.value, literal.value, folded, alias
             bar.update(read % 10_000)
