@@ -28,7 +28,7 @@ class SemanticNames:
         self._vectors: np.ndarray | None = None
         self._encode = None
 
-    def nearest(self, name: str, pool: int, *, min_similarity: float = 0.5) -> list[NameMatch]:
+    def nearest(self, name: str, pool: int, *, min_similarity: float = 0.4) -> list[NameMatch]:
         with self._lock:
             if self._vectors is None:
                 self._prepare()
