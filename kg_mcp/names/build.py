@@ -145,25 +145,27 @@ def _names(
 ) -> Iterator[tuple[str, str, str, int]]:
     seen: set[tuple[str, str, int]] = set()
     predicates = [(p, 0) for p in labels] + [(p, 1) for p in aliases if p not in labels]
+    wanted = ", ".join(f'"{lang}"' for lang in sorted(languages))
     with tqdm(desc="name index", unit="names", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
         for predicate, alias in predicates:
-            quads: Iterable[ox.Quad] = store.quads_for_pattern(None, ox.NamedNode(predicate), None, None)
+            # The store filters languages: a Wikidata item has labels in hundreds of them.
+            solutions = store.query(
+                f"SELECT ?s ?o WHERE {{ ?s <{ox.NamedNode(predicate).value}> ?o . "
+                f"FILTER(isIRI(?s) && isLiteral(?o) && LANG(?o) IN ({wanted})) }}"
+            )
             read = 0
-            for quad in quads:
+            for subject, literal in solutions:
                 read += 1
                 if read % 10_000 == 0:
                     bar.update(10_000)
-                subject, literal = quad.subject, quad.object
-                if not isinstance(subject, ox.NamedNode) or not isinstance(literal, ox.Literal):
-                    continue
-                if (literal.language or "") not in languages:
-                    continue
-                for folded in {fold(literal.value), fold_joined(literal.value)}:
-                    key = (subject.value, folded, alias)
+                entity, text = subject.value, literal.value
+                joined = fold_joined(text)
+                for folded in (fold(text), joined) if joined else (fold(text),):
+                    key = (entity, folded, alias)
                     if not folded or key in seen:
                         continue
                     # One name in several languages repeats; remembering every name would cost too much memory.
                     if len(seen) < 1_000_000:
                         seen.add(key)
-                    yield subject.value, literal.value, folded, alias
+                    yield entity, text, folded, alias
             bar.update(read % 10_000)
