@@ -143,7 +143,6 @@ def read_index_meta(path: str | Path) -> dict | None:
 def _names(
     store: ox.Store, labels: Sequence[str], aliases: Sequence[str], languages: set[str], progress: bool
 ) -> Iterator[tuple[str, str, str, int]]:
-    seen: set[tuple[str, str, int]] = set()
     predicates = [(p, 0) for p in labels] + [(p, 1) for p in aliases if p not in labels]
     wanted = ", ".join(f'"{lang}"' for lang in sorted(languages))
     with tqdm(desc="name index", unit="names", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
@@ -158,14 +157,12 @@ def _names(
                 read += 1
                 if read % 10_000 == 0:
                     bar.update(10_000)
+                # A name repeated (in several languages) makes repeated rows: lookups keep one hit per entity.
                 entity, text = subject.value, literal.value
-                joined = fold_joined(text)
-                for folded in (fold(text), joined) if joined else (fold(text),):
-                    key = (entity, folded, alias)
-                    if not folded or key in seen:
-                        continue
-                    # One name in several languages repeats; remembering every name would cost too much memory.
-                    if len(seen) < 1_000_000:
-                        seen.add(key)
+                folded = fold(text)
+                if folded:
                     yield entity, text, folded, alias
+                joined = fold_joined(text)
+                if joined and joined != folded:
+                    yield entity, text, joined, alias
             bar.update(read % 10_000)
