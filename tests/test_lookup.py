@@ -37,7 +37,8 @@ def first_rank(backend, name, entity, limit=5):
         ("oceans eleven", "kg:Ocean%27s_Eleven", "folded"),
         ("Steven Spielburg", "kg:Steven_Spielberg", "fuzzy"),
         ("Spielberg Steven", "kg:Steven_Spielberg", "words"),
-        ("Tom Hank", "kg:Tom_Hanks", "words"),  # the last word unfinished
+        ("Steven Spielb", "kg:Steven_Spielberg", "words"),  # the last word unfinished
+        ("Tom Hank", "kg:Tom_Hanks", "words"),  # "hank" is a word of other names, and also begins "hanks"
     ],
 )
 def test_typed_names_find_the_entity_first(metaqa, typed, entity, match):

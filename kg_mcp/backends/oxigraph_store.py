@@ -45,8 +45,8 @@ class OxigraphBackend(SparqlBackend):
         index = self._name_index()
         if index is None:
             return super()._name_matches(name, limit)
-        pool = max(limit * 2, 20)  # candidates per tier whose degrees are compared
-        matches = index.lookup(name, pool)
+        pool = max(limit * 2, 10)  # candidates per tier whose degrees are compared
+        matches = index.lookup(name, pool, fill=limit)
         method = "name index"
         if not matches and self.settings.semantic_lookup:
             from kg_mcp.names.semantic import SemanticNames  # numpy and the model load only if asked for

@@ -287,11 +287,12 @@ class SparqlBackend(Backend):
             if len(candidates) >= limit:
                 break
             candidates += [n for n, (m, _) in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
-        labels = self.labels(candidates)
-        descriptions = self.descriptions(candidates)
-        hits = [(EntityHit(n, labels.get(n), descriptions.get(n), self._degree(n), found[n][0]), found[n][1]) for n in candidates]
-        hits.sort(key=lambda h: (order[h[0].match], h[1], -h[0].degree, len(h[0].label or "")))
-        return Lookup([h for h, _ in hits[:limit]], method)
+        degrees = {n: self._degree(n) for n in candidates}
+        # Ties keep the matcher's order (for label queries: the order the store gave).
+        ranked = sorted(candidates, key=lambda n: (order[found[n][0]], found[n][1], -degrees[n]))[:limit]
+        labels = self.labels(ranked)  # only for the hits shown: each costs a query or two
+        descriptions = self.descriptions(ranked)
+        return Lookup([EntityHit(n, labels.get(n), descriptions.get(n), degrees[n], found[n][0]) for n in ranked], method)
 
     def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple[ox.NamedNode, str, int]]]:
         """(method, [(entity, match kind, order within the kind)]): the exact label query, then a label

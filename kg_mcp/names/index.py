@@ -71,8 +71,11 @@ class NameIndex:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def lookup(self, name: str, pool: int) -> list[NameMatch]:
-        """Up to `pool` candidates per tier, tiers in order; an entity appears once, in its best tier."""
+    def lookup(self, name: str, pool: int, fill: int | None = None) -> list[NameMatch]:
+        """Up to `pool` candidates per tier, tiers in order; an entity appears once, in its best tier.
+
+        Typo matches are looked for only while fewer than `fill` (default `pool`) entities matched.
+        """
         folded = fold(name)
         if not folded:
             return []
@@ -84,8 +87,10 @@ class NameIndex:
         words = fold_words(name)
         if not words:
             return list(found.values())
-        found.update((m.entity, m) for m in self._words(words, pool, set(found)))
-        if len(found) < pool:
+        whole = bool(found)
+        found.update((m.entity, m) for m in self._words(words, pool, set(found), fill or pool))
+        # Typos are looked for only when the name is not there as typed, and too little matched its words.
+        if not whole and len(found) < (fill or pool):
             found.update((m.entity, m) for m in self._fuzzy(words, pool, set(found)))
         return sorted(found.values(), key=lambda m: (TIERS[m.kind], m.order))
 
@@ -96,10 +101,21 @@ class NameIndex:
             for entity, label, alias in rows
         ]
 
-    def _words(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
-        # The last word may be unfinished ("Steven Spielb"): a prefix, once it is long enough to be selective.
-        terms = [_quoted(w) for w in words[:-1]] + [_quoted(words[-1]) + ("*" if len(words[-1]) >= 2 else "")]
-        return self._matching(" AND ".join(terms), pool, known, "words", 0, words)
+    def _words(self, words: list[str], pool: int, known: set[str], fill: int) -> list[NameMatch]:
+        # The last word may be unfinished ("Steven Spielb"): then it is a prefix. A prefix query costs
+        # several times a word query, so a last word indexed as typed is first taken whole, and
+        # completed only if that leaves the list short.
+        last = words[-1]
+        head = [_quoted(w) for w in words[:-1]]
+        found: list[NameMatch] = []
+        if self._rows("SELECT 1 FROM terms WHERE term = ?", (last,)):
+            found = self._matching(" AND ".join([*head, _quoted(last)]), pool, known, "words", 0, words)
+            if len(known) + len(found) >= fill:
+                return found
+        if len(last) >= 2:
+            seen = known | {m.entity for m in found}
+            found += self._matching(" AND ".join([*head, _quoted(last) + "*"]), pool, seen, "words", 0, words)
+        return found[:pool]
 
     def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
         groups, edits, widened = [], 0, False
