@@ -79,10 +79,11 @@ class RecordingBackend(OxigraphBackend):
         self.queries.append(query)
         return super()._solutions(query)
 
-    def _run_any(self, query):
-        result = super()._run_any(query)
-        self.user_queries.append((query, result))
-        return result
+    def run_query(self, query, row_cap):
+        rows = super().run_query(query, row_cap)  # in a worker process: the query's form is asked below
+        result = self.store.query(query)
+        self.user_queries.append((query, bool(result) if isinstance(result, ox.QueryBoolean) else result))
+        return rows
 
 
 class Trap:
@@ -438,6 +439,12 @@ def test_fuzz_sparql():
 def test_sparql_invalid_unicode_escape_is_a_tool_error():
     with pytest.raises(KGError):
         sparql(BACKEND, SETTINGS, "SELECT * WHERE { ?s ?p ?o } # \\UFFFFFFFF")
+
+
+def test_sparql_nested_too_deeply_is_a_tool_error():
+    query = "SELECT * WHERE { ?s ?p ?o FILTER(" + "(" * 300 + "1" + ")" * 300 + ") }"
+    with pytest.raises(KGError, match="nested too deeply"):
+        sparql(BACKEND, SETTINGS, query)
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,7 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
     settings = settings or Settings()
-    backend = _local_backend(store, str(path), profile, settings)
+    backend = _local_backend(store, str(path), profile, settings, path=str(path))
     backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if settings.name_index else None)
     return backend
 
@@ -92,12 +92,17 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         raise ConfigError(f"{url!r} is not an http(s) URL of a SPARQL endpoint.")
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
-    chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    try:
+        chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    finally:
+        probe.close()
     log.info("endpoint %s: profile %s", url, chosen.name)
     return RemoteBackend(url, chosen, Vocabulary(chosen), settings)
 
 
-def _local_backend(store: ox.Store, location: str, profile: str | None, settings: Settings) -> OxigraphBackend:
+def _local_backend(
+    store: ox.Store, location: str, profile: str | None, settings: Settings, *, path: str | None = None
+) -> OxigraphBackend:
     meta = read_meta(store)
     probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
@@ -105,7 +110,7 @@ def _local_backend(store: ox.Store, location: str, profile: str | None, settings
     vocab = Vocabulary(chosen, meta.get("prefixes", {}), bare)
     used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
-    return OxigraphBackend(store, chosen, vocab, settings, location=location, label_predicates=used)
+    return OxigraphBackend(store, chosen, vocab, settings, location=location, path=path, label_predicates=used)
 
 
 def _detect(ask) -> Profile:

@@ -6,9 +6,10 @@ import threading
 
 import pyoxigraph as ox
 
-from kg_mcp.backends.base import Direction, RelationCount
+from kg_mcp.backends.base import Direction, RelationCount, Rows
+from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError, InvalidInput
+from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
@@ -20,10 +21,13 @@ class OxigraphBackend(SparqlBackend):
 
     kind = "oxigraph"
 
-    def __init__(self, store: ox.Store, *args, location: str = "memory", **kwargs):
+    def __init__(self, store: ox.Store, *args, location: str = "memory", path: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.store = store
         self.location = location
+        self.path = path  # the store's directory; None for an in-memory store
+        self._pool: QueryPool | None = None
+        self._pool_lock = threading.Lock()
         self._names: NameIndex | None = None
         self._names_tried = False
         self._semantic = None  # kg_mcp.names.semantic.SemanticNames, made on first use
@@ -95,14 +99,20 @@ class OxigraphBackend(SparqlBackend):
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def _run_any(self, query: str):
-        try:
-            result = self.store.query(query)
-        except SyntaxError as e:
-            raise InvalidInput(f"The query does not parse: {e}", "Fix the SPARQL syntax and try again.") from None
-        except OSError as e:
-            raise EndpointError(f"The store at {self.location} could not be read: {e}") from e
-        return bool(result) if isinstance(result, ox.QueryBoolean) else result
+    def run_query(self, query: str, row_cap: int) -> Rows:
+        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool)."""
+        return self.query_pool().run(query, row_cap, self.settings.timeout_s)
+
+    def query_pool(self) -> QueryPool:
+        with self._pool_lock:
+            if self._pool is None:
+                # An in-memory store (the demo KG, tests) is handed to the workers as N-Quads.
+                if self.path:
+                    source = StoreSource(path=self.path)
+                else:
+                    source = StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS))
+                self._pool = QueryPool(source, size=self.settings.query_workers, location=self.location)
+            return self._pool
 
     def stats(self):
         stats = super().stats()
@@ -112,4 +122,6 @@ class OxigraphBackend(SparqlBackend):
     def close(self) -> None:
         if self._names is not None:
             self._names.close()
+        if self._pool is not None:
+            self._pool.close()
         self.store = None  # RocksDB closes when the last reference goes

@@ -37,8 +37,10 @@ from kg_mcp.errors import ConfigError
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Trace file (JSON lines); default traces/METHOD-TIME.jsonl.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="Show no progress on stderr (tool calls, the thinking spinner).")
 def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql, agent, model, base_url, supervisor,
-        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json):
+        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json,
+        quiet):
     """Answer QUESTION with an agent that explores the KG through a kg-mcp server.
 
     \b
@@ -65,7 +67,10 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
         kg = KGClient.connect(url=url, token=read_token(env_var=auth_token_env))
     else:
         kg = KGClient.connect(server=_open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql)))
-    trace = Trace(trace_path or default_trace_path(agent))
+    from kg_mcp.cli.progress import Progress
+
+    progress = None if quiet else Progress()
+    trace = Trace(trace_path or default_trace_path(agent), listener=progress)
     sampling = Sampling(temperature=temperature, seed=seed)
 
     async def go():
@@ -77,6 +82,9 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
         result = asyncio.run(go())
     except ModelError as e:
         raise click.ClickException(f"the model failed: {e} (trace: {trace.path})") from None
+    finally:
+        if progress is not None:
+            progress.close()
     if as_json:
         usage = {role: vars(u) for role, u in result.usage.items()}
         click.echo(json.dumps({"answers": result.answers, "abstained": result.abstained,
