@@ -12,10 +12,10 @@ import logging
 import pyoxigraph as ox
 
 from kg_mcp import __version__
-from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends import text_search
+from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError
+from kg_mcp.errors import EndpointError, InvalidInput
 
 log = logging.getLogger(__name__)
 
