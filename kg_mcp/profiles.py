@@ -9,6 +9,7 @@ qualifiers are modelled. Tools never branch on the profile; backends consult it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kg_mcp.namespaces import RDF_TYPE, RDFS_LABEL
@@ -51,6 +52,8 @@ class Profile:
     name: str
     prefixes: dict[str, str]
     label_predicates: tuple[str, ...] = (RDFS_LABEL, SKOS + "prefLabel", SCHEMA + "name")
+    # Other names of an entity, found by find_entities (and shown as an `alias` match).
+    alias_predicates: tuple[str, ...] = (SKOS + "altLabel",)
     description_predicates: tuple[str, ...] = (SCHEMA + "description", RDFS + "comment")
     # Predicates (and namespaces) that are bookkeeping, not facts: left out of neighbourhoods.
     hidden_predicates: frozenset[str] = frozenset()
@@ -177,6 +180,7 @@ FREEBASE_PROFILE = Profile(
     name="freebase",
     prefixes={**COMMON_PREFIXES, "ns": FREEBASE, "fb": FREEBASE},
     label_predicates=(FREEBASE + "type.object.name", RDFS_LABEL),
+    alias_predicates=(FREEBASE + "common.topic.alias",),
     description_predicates=(FREEBASE + "common.topic.description",),
     hidden_predicates=frozenset({FREEBASE + "type.object.name", RDFS_LABEL, FREEBASE + "common.topic.description"}),
     bare_namespace=FREEBASE,
@@ -219,6 +223,14 @@ DETECTION_PROBES = (
     (DBPEDIA, "http://dbpedia.org/ontology/abstract"),
     (DBPEDIA, "http://dbpedia.org/ontology/wikiPageID"),
 )
+
+
+def detect_profile(ask: Callable[[str], bool]) -> Profile:
+    """The profile whose predicates the KG uses, from ASK queries run by `ask` (GENERIC if none)."""
+    for candidate, predicate in DETECTION_PROBES:
+        if ask(f"ASK {{ ?s <{predicate}> ?o }}"):
+            return candidate
+    return GENERIC
 
 
 def get_profile(name: str) -> Profile:

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -176,7 +177,8 @@ def test_same_answers_as_local_store(remote, wikidata_local):
         lambda b: sorted(
             (p.property, p.propertyLabel, p.rows) for p in search(b, settings, "wd:Q42").data.properties
         ),
-        lambda b: [(e.id, e.label, e.match) for e in find_entities(b, settings, name).data.entities],
+        # Exact labels agree; the local store's name index also finds words and typos (the endpoint does not).
+        lambda b: [(e.id, e.label, e.match) for e in find_entities(b, settings, name).data.entities if e.match == "exact"],
         lambda b: explore_kg(b, settings, "wd:Q691283", ["~wdt:P69"]).data.model_dump(mode="json"),
         lambda b: [c.status for c in verify(b, settings, [conflicting]).data.claims],
     ):
@@ -486,3 +488,69 @@ def test_refused_queries_never_reach_the_endpoint():
             with pytest.raises(QueryRefused):
                 sparql(backend, Settings(sparql_tool=True), query)
     assert server.requests == []
+
+
+# --- part 4: find_entities through the engine's own text search -----------------------------------
+
+
+class SearchingEndpoint:
+    """A loopback SPARQL server that answers Wikidata's mwapi entity search with `found` (SPARQL JSON)
+    and every other query with no rows: what a Wikidata query service says for an unknown label."""
+
+    def __init__(self, found: list[str]):
+        self.queries: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                query = urllib.parse.parse_qs(body).get("query", [""])[0]
+                outer.queries.append(query)
+                if query.lstrip().upper().startswith("ASK"):
+                    answer = {"head": {}, "boolean": False}
+                elif "wikibase:mwapi" in query:
+                    rows = [{"x": {"type": "uri", "value": WD + q}} for q in found]
+                    answer = {"head": {"vars": ["x"]}, "results": {"bindings": rows}}
+                else:
+                    answer = {"head": {"vars": []}, "results": {"bindings": []}}
+                payload = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/sparql-results+json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_find_entities_uses_wikidata_entity_search_when_configured():
+    endpoint = SearchingEndpoint(["Q42", "Q21454969"])
+    try:
+        settings = Settings(text_search="mwapi", contact=CONTACT)
+        backend = open_endpoint(endpoint.url, profile="wikidata", settings=settings)
+        out = find_entities(backend, settings, "Douglas Adms")
+    finally:
+        endpoint.close()
+    assert out.data.method == "Wikidata entity search (mwapi)" and "looked up by Wikidata entity search" in out.text
+    assert [(e.id, e.match) for e in out.data.entities] == [("wd:Q42", "search"), ("wd:Q21454969", "search")]
+    searches = [q for q in endpoint.queries if "wikibase:mwapi" in q]
+    assert len(searches) == 1 and 'mwapi:search "Douglas Adms"' in searches[0] and 'mwapi:language "en"' in searches[0]
+
+
+def test_endpoint_without_text_search_is_probed_once_then_asked_by_label(sparql_endpoint):
+    # `oxigraph serve` rejects the Virtuoso probe (bif: is not SPARQL): label queries, as before.
+    backend = open_endpoint(sparql_endpoint, settings=Settings())
+    first = find_entities(backend, Settings(), "Douglas Adams").data
+    assert backend.text_search == "labels"
+    assert first.method == "exact label query"  # a Wikidata mirror is too large to scan its labels
+    assert first.entities[0].id == "wd:Q42" and first.entities[0].match == "exact"
+    assert find_entities(backend, Settings(), "Douglas").data.method == first.method

@@ -28,12 +28,14 @@ def test_find_entities_exact_label_gives_the_id(metaqa, settings):
     assert "kg:Catch_Me_If_You_Can" in out.text
 
 
-def test_find_entities_ranks_exact_then_case_insensitive_then_prefix(metaqa, settings):
-    hits = find_entities(metaqa, settings, "steven spielberg", limit=20).data.entities
+def test_find_entities_ranks_exact_then_folded_then_words(metaqa, settings):
+    out = find_entities(metaqa, settings, "steven spielberg", limit=20)
+    hits = out.data.entities
     matches = [h.match for h in hits]
-    assert matches == sorted(matches, key=["exact", "case-insensitive", "prefix"].index)
+    assert matches == sorted(matches, key=["exact", "folded", "words", "fuzzy"].index)
     assert {h.label for h in hits if h.match == "exact"} == {"steven spielberg"}  # a MetaQA tag node
-    assert "Steven Spielberg" in {h.label for h in hits if h.match == "case-insensitive"}
+    assert "Steven Spielberg" in {h.label for h in hits if h.match == "folded"}
+    assert out.data.method == "name index" and "looked up by name index" in out.text
 
 
 def test_find_entities_unknown_name_says_so(metaqa, settings):

@@ -8,13 +8,14 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
-from kg_mcp.backends.base import Backend, Direction, EntityHit, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import ConfigError
 from kg_mcp.ids import Vocabulary
-from kg_mcp.profiles import DETECTION_PROBES, GENERIC, Profile, get_profile
+from kg_mcp.names.store_index import open_store_index
+from kg_mcp.profiles import GENERIC, Profile, detect_profile, get_profile
 from kg_mcp.settings import Settings
 from kg_mcp.store_meta import read_meta
 
@@ -22,6 +23,7 @@ __all__ = [
     "Backend",
     "Direction",
     "EntityHit",
+    "Lookup",
     "Neighbour",
     "Qualifier",
     "RelationCount",
@@ -70,7 +72,10 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
         store = ox.Store.read_only(str(path))
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
-    return _local_backend(store, str(path), profile, settings or Settings(), path=str(path))
+    settings = settings or Settings()
+    backend = _local_backend(store, str(path), profile, settings, path=str(path))
+    backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if settings.name_index else None)
+    return backend
 
 
 def open_demo(*, settings: Settings | None = None, profile: str | None = None) -> OxigraphBackend:
@@ -117,7 +122,4 @@ def _local_backend(
 
 
 def _detect(ask) -> Profile:
-    for candidate, predicate in DETECTION_PROBES:
-        if ask(q.ask_predicate(predicate)):
-            return candidate
-    return GENERIC
+    return detect_profile(ask)

@@ -54,7 +54,16 @@ class EntityHit:
     label: str | None
     description: str | None
     degree: int
-    match: str  # "id", "exact", "case-insensitive" or "prefix"
+    # How the name matched: "id", "exact" (a label), "folded" (a label, up to case, accents and
+    # punctuation), "alias", "words" (every word, any order), "fuzzy" (words within a typo or two),
+    # "semantic"; over label queries "case-insensitive" or "prefix"; "search" for an engine's own search.
+    match: str
+
+
+@dataclass(frozen=True)
+class Lookup:
+    hits: list[EntityHit]
+    method: str  # how names were looked up: "name index", "label queries", "Wikidata entity search", ...
 
 
 @dataclass
@@ -171,8 +180,11 @@ class Backend(ABC):
     def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]: ...
 
     @abstractmethod
+    def lookup(self, name: str, limit: int) -> Lookup:
+        """Entities by name, best first: the id, the whole name, then its words, then near spellings."""
+
     def find_entities(self, name: str, limit: int) -> list[EntityHit]:
-        """Entities by label: exact first, then case-insensitive, then prefix."""
+        return self.lookup(name, limit).hits
 
     # --- whole store --------------------------------------------------------------------------
     @abstractmethod

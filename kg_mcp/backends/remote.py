@@ -11,12 +11,13 @@ import logging
 from dataclasses import replace
 
 from kg_mcp import __version__
+from kg_mcp.backends import text_search
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError
+from kg_mcp.errors import EndpointError, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,16 @@ class RemoteBackend(SparqlBackend):
         self.http = SparqlHttp(url, user_agent=self.user_agent, timeout_s=self.settings.timeout_s, retries=self.settings.retries)
         # A full scan of labels would time out on a large public endpoint; Wikidata has a search API.
         self.label_scan = self.profile.name != "wikidata"
-        self.use_entity_search = self.profile.entity_search == "mwapi" and "query.wikidata.org" in url
+        # The engine's own text search for find_entities: from the settings, the profile (Wikidata's
+        # public service has mwapi), or a probe on first use (None until then).
+        chosen = self.settings.text_search
+        if chosen == "auto" and self.profile.entity_search == "mwapi" and "query.wikidata.org" in url:
+            chosen = "mwapi"
+        self.text_search: str | None = None if chosen == "auto" else chosen
+
+    @property
+    def use_entity_search(self) -> bool:
+        return self.text_search == "mwapi"
 
     # --- transport (kg_mcp.backends.http_transport) ----------------------------------------------
     def _fetch(self, query: str) -> tuple[bytes, dict[str, str]]:
@@ -73,12 +83,30 @@ class RemoteBackend(SparqlBackend):
         raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
-    def _fuzzy_matches(self, name: str, limit: int):
-        if self.use_entity_search:
-            from kg_mcp.backends import _queries as q
+    def _name_matches(self, name: str, limit: int):
+        engine = self._text_engine()
+        query = None if engine == "labels" else text_search.search_query(
+            engine, name, self.label_predicates, self.settings.languages, limit * 4
+        )
+        if query is None:
+            return super()._name_matches(name, limit)
+        found = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
+        for solution in self._solutions(query):
+            if (node := text_search.found(solution)) is not None:
+                found.setdefault(node, "search")
+        return text_search.METHODS[engine], [(n, m, 0) for n, m in found.items()]
 
-            language = self.settings.languages[0] if self.settings.languages else "en"
-            return [(s["x"], "search") for s in self._solutions(q.wikidata_entity_search(name, language, limit))]
+    def _text_engine(self) -> str:
+        if self.text_search is None:
+            try:
+                self._solutions(text_search.VIRTUOSO_PROBE)
+                self.text_search = "virtuoso"
+            except (InvalidInput, EndpointError):
+                self.text_search = "labels"
+            log.info("endpoint %s: find_entities uses %s", self.url, self.text_search)
+        return self.text_search
+
+    def _fuzzy_matches(self, name: str, limit: int):
         try:
             return super()._fuzzy_matches(name, limit)
         except EndpointError:  # a label scan too heavy for this endpoint: keep the exact matches

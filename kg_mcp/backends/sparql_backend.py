@@ -18,6 +18,7 @@ from kg_mcp.backends.base import (
     Backend,
     Direction,
     EntityHit,
+    Lookup,
     Neighbour,
     Qualifier,
     RelationCount,
@@ -333,32 +334,50 @@ class SparqlBackend(Backend):
                     best[s["x"]] = ((99, 99), s["label"].value)
         return {node: text for node, (_, text) in best.items()}
 
-    def find_entities(self, name: str, limit: int) -> list[EntityHit]:
+    # Match kinds in rank order; hits of one rank are ordered by the matcher's own order within
+    # it (fewer typos first, for instance), then by degree.
+    _MATCH_RANK = {
+        "id": 0, "exact": 1, "folded": 2, "case-insensitive": 2, "alias": 3, "words": 4, "prefix": 4,
+        "search": 5, "fuzzy": 6, "semantic": 7,
+    }
+
+    def lookup(self, name: str, limit: int) -> Lookup:
         name = check_text(name, "name")
-        found: dict[ox.NamedNode, str] = {}
+        found: dict[ox.NamedNode, tuple[str, int]] = {}
         try:
             node = self.vocab.parse(name)
         except InvalidInput:
             node = None
         if node is not None and self.exists(node):
-            found[node] = "id"
-        for n in self._nodes_labelled(name, limit * 2):
-            found.setdefault(n, "exact")
+            found[node] = ("id", 0)
+        method, matches = self._name_matches(name, limit)
+        for n, match, edits in matches:
+            found.setdefault(n, (match, edits))
+        order = self._MATCH_RANK
+        # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
+        candidates: list[ox.NamedNode] = []
+        for rank in sorted({order[m] for m, _ in found.values()}):
+            if len(candidates) >= limit:
+                break
+            candidates += [n for n, (m, _) in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
+        degrees = {n: self._degree(n) for n in candidates}
+        # Ties keep the matcher's order (for label queries: the order the store gave).
+        ranked = sorted(candidates, key=lambda n: (order[found[n][0]], found[n][1], -degrees[n]))[:limit]
+        labels = self.labels(ranked)  # only for the hits shown: each costs a query or two
+        descriptions = self.descriptions(ranked)
+        return Lookup([EntityHit(n, labels.get(n), descriptions.get(n), degrees[n], found[n][0]) for n in ranked], method)
+
+    def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple[ox.NamedNode, str, int]]]:
+        """(method, [(entity, match kind, order within the kind)]): the exact label query, then a label
+        scan where affordable."""
+        found: dict[ox.NamedNode, str] = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):
                 found.setdefault(n, match)
-        order = {"id": 0, "exact": 1, "case-insensitive": 2, "prefix": 3, "search": 4}
-        # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
-        candidates: list[ox.NamedNode] = []
-        for rank in sorted({order[m] for m in found.values()}):
-            if len(candidates) >= limit:
-                break
-            candidates += [n for n, m in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
-        labels = self.labels(candidates)
-        descriptions = self.descriptions(candidates)
-        hits = [EntityHit(n, labels.get(n), descriptions.get(n), self._degree(n), found[n]) for n in candidates]
-        hits.sort(key=lambda h: (order[h.match], -h.degree, len(h.label or "")))
-        return hits[:limit]
+        return self._label_method(), [(n, m, 0) for n, m in found.items()]
+
+    def _label_method(self) -> str:
+        return "label queries (exact, case-insensitive, prefix)" if self.label_scan else "exact label query"
 
     def _fuzzy_matches(self, name: str, limit: int) -> Iterable[tuple[ox.NamedNode, str]]:
         """Case-insensitive and prefix label matches (a label scan, where the store allows one)."""

@@ -142,6 +142,7 @@ def export_trajectories(run_dir, gold_path, match, out, min_reward):
 
 _BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h", "pathquestion-l2h",
                "qald10", "colota-qa", "colota-cv")  # kg_mcp.agents.evaluation.benchmarks.NAMES
+_LOOKUP_ONLY = ("kg-labels",)  # --lookup with names drawn from the --store's own labels
 
 
 def _echo_warnings(caught) -> None:
@@ -150,7 +151,7 @@ def _echo_warnings(caught) -> None:
 
 
 @main.command("eval")
-@click.option("--benchmark", required=True, type=click.Choice(_BENCHMARKS), help="The benchmark to run.")
+@click.option("--benchmark", required=True, type=click.Choice(_BENCHMARKS + _LOOKUP_ONLY), help="The benchmark to run.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path),
               help="Benchmark data: a folder laid out like ../shared/data (default), or one question file.")
 @click.option("--kb", "kb_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -159,6 +160,8 @@ def _echo_warnings(caught) -> None:
 @click.option("--mode", "oracle_mode", type=click.Choice(["sog", "batched", "follow"]), default="sog", show_default=True,
               help="--oracle: one search per entity (sog), one batched search per hop, or one follow call.")
 @click.option("--json", "as_json", is_flag=True, help="--oracle: print the summary as JSON.")
+@click.option("--lookup", is_flag=True,
+              help="No model: look the topic names up as people type them (typos, lower case, partial, reordered, aliases).")
 @click.option("--agent", default="sog", show_default=True, help="sog, ark, r2kg, r2kg-sc (any method kg-mcp ask knows).")
 @click.option("--model", envvar="KG_MCP_MODEL", default="openai:gpt-4o-mini", show_default=True, help="provider:NAME")
 @click.option("--base-url", help="The model API's base URL (an OpenAI-compatible server: vLLM, Ollama, llama.cpp).")
@@ -183,7 +186,7 @@ def _echo_warnings(caught) -> None:
 @click.option("--temperature", type=float)
 @click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
               help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
-def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
+def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
                  url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
@@ -191,9 +194,16 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, agent,
     \b
     kg-mcp eval --benchmark metaqa-2hop --agent sog --model openai:gpt-4o-mini --sample 200 --out runs/sog-2hop
     kg-mcp eval --benchmark metaqa-3hop --oracle
+    kg-mcp eval --benchmark metaqa-1hop --lookup --sample 200
     kg-mcp report runs/sog-2hop runs/r2kg-2hop
     """
     import warnings
+
+    if lookup:
+        _run_lookup(benchmark, data, kb_files, limit, sample, seed, store, profile, languages, store_cache, no_build)
+        return
+    if benchmark in _LOOKUP_ONLY:
+        raise ConfigError(f"--benchmark {benchmark} is for --lookup only.")
 
     from kg_mcp.agents.evaluation.benchmarks import WITH_GOLD_PATHS, load_benchmark, select
     from kg_mcp.agents.evaluation.stores import choose_kg
@@ -216,6 +226,37 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, agent,
     else:
         _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
                   max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed}, tool_mode)
+
+
+def _run_lookup(benchmark, data, kb_files, limit, sample, seed, store, profile, languages, store_cache, no_build) -> None:
+    """`eval --lookup`: recall@1/@5 of find_entities on perturbed topic names, in process (no server, no model)."""
+    import warnings
+
+    from kg_mcp.agents.evaluation.benchmarks import load_benchmark, select
+    from kg_mcp.agents.evaluation.lookup import cases_for, format_lookup, run_lookup, topics_from_labels, topics_from_names
+    from kg_mcp.agents.evaluation.stores import ensure_store
+
+    settings = _settings(languages, False)
+    if benchmark in _LOOKUP_ONLY:
+        if not store:
+            raise ConfigError(f"--benchmark {benchmark} draws names from a store's labels: give --store DIR.")
+        backend = _open(store, None, False, profile, settings)
+        topics, missing = topics_from_labels(backend, settings, sample or 100, seed), 0
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bench = load_benchmark(benchmark, data, list(kb_files) or None)
+        _echo_warnings(caught)
+        questions = select(bench.questions, limit=limit, sample=sample, seed=seed)
+        store = store or ensure_store(bench, store_cache, build=not no_build)
+        backend = _open(store, None, False, profile, settings)
+        topics, missing = topics_from_names(backend, [n for q in questions for n in q.topics], settings)
+    try:
+        summary = run_lookup(backend, settings, cases_for(topics, seed))
+    finally:
+        backend.close()
+    summary.skipped = missing
+    click.echo(format_lookup(summary, f"lookup {benchmark}"))
 
 
 def _run_oracle(bench, questions, kg, out, mode="sog", as_json=False) -> None:

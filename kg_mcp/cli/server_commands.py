@@ -13,6 +13,7 @@ import click
 
 from kg_mcp.cli.common import _open, _settings, _store_options, main
 from kg_mcp.errors import ConfigError
+from kg_mcp.profiles import PROFILES
 
 log = logging.getLogger("kg_mcp")
 
@@ -100,6 +101,30 @@ def _any_server_options(func):
     for option in reversed(options):
         func = option(func)
     return _store_options(func)
+
+
+@main.command()
+@click.option("--store", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A store made by `kg-mcp load`.")
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
+@click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
+def index(store, profile, languages):
+    """(Re)build the name index of a store that `find_entities` looks names up in.
+
+    `kg-mcp load` builds it with the store, and a store without one gets it on first open; this
+    rebuilds it for other languages or a store loaded by an older kg-mcp.
+    """
+    import pyoxigraph as ox
+
+    from kg_mcp.names.store_index import build_store_index, store_profile
+
+    try:
+        opened = ox.Store.read_only(str(store))
+    except OSError as e:
+        raise ConfigError(f"Cannot open the store at {store}: {e}") from e
+    chosen = store_profile(opened, profile)
+    count = build_store_index(opened, store, profile=chosen, languages=list(languages) or _settings((), False).languages)
+    click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
 
 
 @main.command()
