@@ -39,7 +39,7 @@ def _backends(benches, store: Path | None, store_cache: Path | None):
 @click.option("--store", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A store holding the benchmarks' KB (default: each benchmark's own, built if missing).")
 @click.option("--store-cache", type=click.Path(file_okay=False, path_type=Path), help="Where benchmark stores are kept.")
-@click.option("--questions", type=int, default=1500, show_default=True,
+@click.option("--questions", type=int, default=600, show_default=True,
               help="Training questions drawn per benchmark (a fifth as many for validation).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split, the draws and the weights.")
 @click.option("--epochs", type=click.IntRange(1, 100), default=8, show_default=True)
