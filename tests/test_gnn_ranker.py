@@ -3,6 +3,7 @@ held-out measurement, loading through KG_MCP_RANKER, and the two commands end to
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 import sys
@@ -65,7 +66,7 @@ def test_the_trained_ranker_beats_an_untrained_one_on_held_out_hops(trained, met
     assert report.train_hops > 50 and report.validation_hops > 10
     held_out = select([q for q in bench.questions if split_of(q.text) == "held-out"], sample=30, seed=1)
     assert unseen(held_out, [ranker]) == held_out  # training never reads the held-out split
-    vocab, rng = Vocabulary(), __import__("random").Random(0)
+    vocab, rng = Vocabulary(), random.Random(0)
     hops = [hop_example(metaqa, Settings(), vocab, h, rng) for q in held_out for h in gold_hops(metaqa, q)]
     hops = [h for h in hops if h is not None]
     vectors = ranker.embed(vocab.texts)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,7 +20,7 @@ import pyoxigraph as ox
 
 from kg_mcp.agents.evaluation.benchmarks import Question
 from kg_mcp.agents.evaluation.matching import normalise
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import KGError
 
 Split = Literal["train", "validation", "held-out"]
@@ -73,7 +72,7 @@ def gold_hops(backend: Backend, question: Question, seed: int = 0) -> list[GoldH
     def chain(node: ox.NamedNode, i: int) -> list[GoldHop] | None:
         nexts = reached(node, i)
         predicate, direction = steps[i]
-        hop = GoldHop(question, i, node, question.gold_path[i], predicate, direction.value == "incoming", frozenset(nexts))
+        hop = GoldHop(question, i, node, question.gold_path[i], predicate, direction is Direction.INCOMING, frozenset(nexts))
         if i == len(steps) - 1:
             labels = backend.labels(nexts)
             hit = any(normalise(labels.get(n) or backend.vocab.compact(n)) in answers for n in nexts)
@@ -87,7 +86,3 @@ def gold_hops(backend: Backend, question: Question, seed: int = 0) -> list[GoldH
 
     return chain(topic, 0) or []
 
-
-def benchmark_hops(backend: Backend, questions: list[Question], seed: int = 0) -> Iterator[list[GoldHop]]:
-    for question in questions:
-        yield gold_hops(backend, question, seed)

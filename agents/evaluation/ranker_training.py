@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from kg_mcp.agents.evaluation.benchmarks import Benchmark, select
 from kg_mcp.agents.evaluation.gold_hops import GoldHop, gold_hops, split_of
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, Direction
 from kg_mcp.gnn_ranker import CONTEXT, GNNRanker, Hop, ModelInfo, Vocabulary, index_hop, question_key
 from kg_mcp.gnn_training import fit
 from kg_mcp.settings import Settings
@@ -45,7 +45,7 @@ def hop_example(backend: Backend, settings: Settings, vocab: Vocabulary, hop: Go
     """One training example, or None when the gold relation is not among the edges read."""
     edges = edges_around(backend, hop.entity)
     positive = [
-        e.predicate == hop.predicate and (e.direction.value == "incoming") == hop.backwards and e.value in hop.gold
+        e.predicate == hop.predicate and (e.direction is Direction.INCOMING) == hop.backwards and e.value in hop.gold
         for e in edges
     ]
     pos = [i for i, p in enumerate(positive) if p]
