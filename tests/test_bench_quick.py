@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_quick_bench_prints_every_row(tmp_path):
     env = dict(os.environ, KG_MCP_BENCH_DIR=str(tmp_path))
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "hub,tokens,load,agent"],
+        [sys.executable, "-m", "bench", "--quick", "--only", "hub,tokens,load,tls,agent"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -24,8 +24,8 @@ def test_quick_bench_prints_every_row(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kg-mcp bench, quick mode")
-    rows = [line for line in lines if re.match(r"^(hub survey|tokens per search|load |agent step)", line)]
-    assert len(rows) == 5, done.stdout
+    rows = [line for line in lines if re.match(r"^(hub survey|tokens per search|load |remote call over TLS|agent step)", line)]
+    assert len(rows) == 6, done.stdout
     for row in rows:
         ratio = float(re.split(r"\s{2,}", row)[3])
         assert 0 < ratio < float("inf"), row
