@@ -41,6 +41,9 @@ class StatementModel:
     claim: str  # entity → statement node, e.g. p:
     value: str  # statement node → main value, e.g. ps:
     qualifier: str  # statement node → qualifier values, e.g. pq:
+    value_node: str = ""  # statement node → full value node (psv:), which carries a date's precision
+    qualifier_node: str = ""  # statement node → full qualifier value node (pqv:)
+    time_precision: str = ""  # value node → precision of a date (9 year, 10 month, 11 day)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class Profile:
     statements: StatementModel | None = None
     # Entity search service of the public endpoint (Wikidata's mwapi), used only on that endpoint.
     entity_search: str | None = None
+    # (predicate, object) that marks a property entity as an external identifier (an ISNI, a VIAF
+    # id): such properties are summed up in one line of a large neighbourhood instead of listed.
+    identifier_mark: tuple[str, str] | None = None
 
     def is_hidden(self, predicate: str) -> bool:
         return predicate in self.hidden_predicates or predicate.startswith(self.hidden_namespaces)
@@ -145,9 +151,16 @@ WIKIDATA = Profile(
     relation_of_entity=(r"^http://www\.wikidata\.org/entity/(P[0-9]+)$", WD_PROP + r"direct/\1"),
     property_entity=(r"^http://www\.wikidata\.org/prop/(?:[a-z-]+/)*(P[0-9]+)$", WD + r"\1"),
     statements=StatementModel(
-        direct=WD_PROP + "direct/", claim=WD_PROP, value=WD_PROP + "statement/", qualifier=WD_PROP + "qualifier/"
+        direct=WD_PROP + "direct/",
+        claim=WD_PROP,
+        value=WD_PROP + "statement/",
+        qualifier=WD_PROP + "qualifier/",
+        value_node=WD_PROP + "statement/value/",
+        qualifier_node=WD_PROP + "qualifier/value/",
+        time_precision=WIKIBASE + "timePrecision",
     ),
     entity_search="mwapi",
+    identifier_mark=(WIKIBASE + "propertyType", WIKIBASE + "ExternalId"),
 )
 
 FREEBASE_PROFILE = Profile(

@@ -61,14 +61,14 @@ def test_search_filtered_with_qualifiers(remote, prop):
     st_johns, brentwood = by_value["wd:Q691283"], by_value["wd:Q4961791"]
     assert (st_johns.value.label, brentwood.value.label) == ("St John's College", "Brentwood School")
     quals = {(q.property, q.propertyLabel): q.value for q in st_johns.qualifiers}
-    assert quals[("pq:P580", "start time")].id.startswith("1971-01-01")
-    assert quals[("pq:P582", "end time")].id.startswith("1974-01-01")
-    assert quals[("pq:P580", "start time")].datatype == "xsd:dateTime"
-    brentwood_quals = {q.property: q.value.id[:4] for q in brentwood.qualifiers}
-    assert brentwood_quals == {"pq:P580": "1959", "pq:P582": "1970"}
-    # The markdown the model reads carries the qualifiers in the label column, dates shortened.
-    assert "St John's College [" in out.text and "start time: 1971-01-01" in out.text
-    assert "end time: 1974-01-01" in out.text and "T00:00:00Z" not in out.text
+    # Year-precision dates (wikibase:timePrecision 9 on the value node) as years, start before end.
+    assert quals[("pq:P580", "start time")].id == "1971" and quals[("pq:P582", "end time")].id == "1974"
+    assert quals[("pq:P580", "start time")].datatype == "xsd:gYear"
+    brentwood_quals = [(q.property, q.value.id) for q in brentwood.qualifiers]
+    assert brentwood_quals == [("pq:P580", "1959"), ("pq:P582", "1970")]
+    # The markdown the model reads carries the qualifiers in the label column, in natural order.
+    assert "St John's College [" in out.text and "start time: 1971; end time: 1974" in out.text
+    assert "T00:00:00Z" not in out.text
     assert out.text.startswith("search wd:Q42 (Douglas Adams), outgoing: 2 rows")
 
 

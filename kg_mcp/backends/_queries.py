@@ -103,12 +103,34 @@ def qualifiers(profile: Profile, node: ox.NamedNode, claims: Sequence[ox.NamedNo
     """Main value and qualifiers of `node`'s statements for the given claim predicates (p:Pn)."""
     model = profile.statements
     assert model is not None
-    return (
-        "SELECT ?claim ?value ?q ?qv WHERE { "
-        f"{values('claim', claims)} {node} ?claim ?st . ?st ?vp ?value . ?st ?q ?qv . "
-        # The trailing P skips the value-node namespaces (psv:, pqv:) nested under the same path.
-        f"FILTER(STRSTARTS(STR(?vp), {_string(model.value + 'P')}) && STRSTARTS(STR(?q), {_string(model.qualifier + 'P')})) }}"
+    precision = ox.NamedNode(model.time_precision)
+    # The precision of a date sits on its value node (psv:/pqv:), next to the plain value.
+    value_precision = (
+        f"OPTIONAL {{ ?st ?vnp ?vn . ?vn {precision} ?vprec . FILTER(STRSTARTS(STR(?vnp), {_string(model.value_node)})) }}"
     )
+    qualifier_precision = (
+        f"OPTIONAL {{ ?st ?qnp ?qn . ?qn {precision} ?qprec . "
+        f"FILTER(STRSTARTS(STR(?qnp), {_string(model.qualifier_node)}) && STRAFTER(STR(?qnp), {_string(model.qualifier_node)}) = STRAFTER(STR(?q), {_string(model.qualifier)})) }}"
+    )
+    return (
+        "SELECT ?claim ?value ?q ?qv ?vprec ?qprec WHERE { "
+        f"{values('claim', claims)} {node} ?claim ?st . ?st ?vp ?value . "
+        # The trailing P skips the value-node namespaces (psv:, pqv:) nested under the same path.
+        f"FILTER(STRSTARTS(STR(?vp), {_string(model.value + 'P')})) {value_precision} "
+        f"OPTIONAL {{ ?st ?q ?qv . FILTER(STRSTARTS(STR(?q), {_string(model.qualifier + 'P')})) {qualifier_precision} }} }}"
+    )
+
+
+def step(sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int) -> str:
+    """Distinct (?s, ?o) pairs along `predicate` from any of `sources` (?s is the source either way)."""
+    edge = f"?s {predicate} ?o ." if direction is Direction.OUTGOING else f"?o {predicate} ?s ."
+    return f"SELECT DISTINCT ?s ?o WHERE {{ {values('s', sources)} {edge} }} LIMIT {int(limit)}"
+
+
+def marked_properties(entities: Sequence[ox.NamedNode], mark: tuple[str, str]) -> str:
+    """Which property entities carry the profile's identifier mark (e.g. wikibase:propertyType wikibase:ExternalId)."""
+    predicate, obj = (ox.NamedNode(t) for t in mark)
+    return f"SELECT ?x WHERE {{ {values('x', entities)} ?x {predicate} {obj} }}"
 
 
 def ask_triple(subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> str:

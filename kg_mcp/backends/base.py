@@ -137,6 +137,18 @@ class Backend(ABC):
     count_cap: int = 100_000
 
     @abstractmethod
+    def step(
+        self, sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int
+    ) -> list[tuple[ox.NamedNode, Term]]:
+        """Distinct (source, neighbour) pairs along one predicate from many sources, up to `limit`,
+        in one round trip: one hop of `follow`."""
+
+    def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
+        """Those of `predicates` whose property the KG marks as an external identifier (none when the
+        profile names no such mark)."""
+        return set()
+
+    @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...
 
     @abstractmethod

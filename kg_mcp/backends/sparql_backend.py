@@ -6,6 +6,7 @@ HTTP endpoint. Both hand back pyoxigraph result objects, so everything here is s
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 
@@ -33,6 +34,37 @@ _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
 _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
 
 
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_YEAR = 9  # Wikibase time precisions: 9 year, 10 month, 11 day (lower: decade, century, ...)
+_MONTH = 10
+
+
+def with_precision(value: Term | None, precision: Term | None) -> Term | None:
+    """A date literal cut to the precision the KG states: a year-precision date becomes xsd:gYear.
+
+    >>> with_precision(ox.Literal("1974-01-01T00:00:00Z", datatype=ox.NamedNode(_XSD + "dateTime")), ox.Literal("9"))
+    <Literal value=1974 datatype=<NamedNode value=http://www.w3.org/2001/XMLSchema#gYear>>
+    """
+    if not isinstance(value, ox.Literal) or value.datatype.value != _XSD + "dateTime" or precision is None:
+        return value
+    try:
+        level = int(precision.value)
+    except ValueError:
+        return value
+    match = re.match(r"^([+-]?\d{1,})-(\d\d)", value.value)
+    if match is None or level > _MONTH:
+        return value
+    year = match.group(1).lstrip("+")
+    if level == _MONTH:
+        return ox.Literal(f"{year}-{match.group(2)}", datatype=ox.NamedNode(_XSD + "gYearMonth"))
+    return ox.Literal(year, datatype=ox.NamedNode(_XSD + "gYear"))
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key with digit runs compared as numbers (P580 before P1545)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
 def _chunks(items: Sequence, size: int = _VALUES_CHUNK) -> Iterable[Sequence]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -53,6 +85,7 @@ class SparqlBackend(Backend):
         self.label_predicates = tuple(label_predicates or profile.label_predicates)
         self.count_cap = settings.count_cap
         self._label_cache: dict[Term, str | None] = {}
+        self._identifier_cache: dict[ox.NamedNode, bool] = {}  # property entity → marked as an identifier
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod
@@ -170,17 +203,43 @@ class SparqlBackend(Backend):
         }
         if not claims:
             return rows
-        found: dict[tuple[str, Term], list[Qualifier]] = {}
+        found: dict[tuple[str, Term], dict[Qualifier, None]] = {}
+        precise: dict[tuple[str, Term], Term] = {}
         for chunk in _chunks(sorted(claims, key=str)):
             for s in self._solutions(q.qualifiers(self.profile, node, chunk)):
                 key = (s["claim"].value[len(model.claim) :], s["value"])
-                found.setdefault(key, []).append(Qualifier(s["q"], s["qv"]))
+                quals = found.setdefault(key, {})
+                if s["q"] is not None:
+                    quals[Qualifier(s["q"], with_precision(s["qv"], s["qprec"]))] = None
+                if s["vprec"] is not None:
+                    precise[key] = with_precision(s["value"], s["vprec"])
         if not found:
             return rows
-        return [
-            Neighbour(r.predicate, r.value, tuple(found.get((r.predicate.value[len(model.direct) :], r.value), ())))
-            for r in rows
-        ]
+        out = []
+        for r in rows:
+            key = (r.predicate.value[len(model.direct) :], r.value)
+            # Qualifiers in their property's natural order: start time (P580) before end time (P582).
+            quals = sorted(found.get(key, {}), key=lambda x: (natural_key(x.predicate.value), str(x.value)))
+            out.append(Neighbour(r.predicate, precise.get(key, r.value), tuple(quals)))
+        return out
+
+    def step(
+        self, sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int
+    ) -> list[tuple[ox.NamedNode, Term]]:
+        if not sources:
+            return []
+        return [(s["s"], s["o"]) for s in self._solutions(q.step(sources, predicate, direction, limit))]
+
+    def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
+        mark = self.profile.identifier_mark
+        if not mark or not predicates:
+            return set()
+        carrier = {p: ox.NamedNode(self.profile.property_entity_of(p.value)) for p in predicates}
+        todo = sorted({c for c in carrier.values() if c not in self._identifier_cache}, key=str)
+        for chunk in _chunks(todo):
+            marked = {s["x"] for s in self._solutions(q.marked_properties(chunk, mark))}
+            self._identifier_cache.update({c: c in marked for c in chunk})
+        return {p for p, c in carrier.items() if self._identifier_cache.get(c)}
 
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
         query = q.relations_around(self.profile, node, self.count_cap, self.label_predicates, self.settings.languages)

@@ -29,9 +29,12 @@ def _setup_logging(verbose: bool) -> None:
 def _store_options(func):
     """--store / --sparql / --wikidata / --profile, shared by serve, call and info."""
     options = [
-        click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="An Oxigraph store made by `kg-mcp load`."),
-        click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint URL (read-only)."),
-        click.option("--wikidata", is_flag=True, help="The public Wikidata query service."),
+        # The variables are how an MCP Bundle (manifest.json) passes its settings; empty means unset.
+        click.option("--store", type=click.Path(file_okay=False, path_type=Path), envvar="KG_MCP_STORE",
+                     help="An Oxigraph store made by `kg-mcp load` (KG_MCP_STORE)."),
+        click.option("--sparql", "sparql_url", metavar="URL", envvar="KG_MCP_SPARQL_URL",
+                     help="A SPARQL endpoint URL, read-only (KG_MCP_SPARQL_URL)."),
+        click.option("--wikidata", is_flag=True, envvar="KG_MCP_WIKIDATA", help="The public Wikidata query service (KG_MCP_WIKIDATA)."),
         click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given)."),
         click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
         click.option("--enable-sparql", is_flag=True, help="Also expose the read-only `sparql` tool."),

@@ -47,6 +47,9 @@ def check_read_only(query: str, profile_name: str, *, remote: bool = True) -> st
         parsed = parseQuery(query)
     except ValueError as error:  # rdflib decodes \U escapes first, and refuses code points past U+10FFFF
         raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
+    except RecursionError:  # the grammar recurses once per nesting level, and Python's stack is finite
+        raise InvalidInput("The query is nested too deeply to check.",
+                           "Use fewer nested brackets or groups (a few dozen levels at most).") from None
     except ParseException as error:
         try:
             parseUpdate(query)
