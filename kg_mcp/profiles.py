@@ -72,6 +72,16 @@ class Profile:
     # (predicate, object) that marks a property entity as an external identifier (an ISNI, a VIAF
     # id): such properties are summed up in one line of a large neighbourhood instead of listed.
     identifier_mark: tuple[str, str] | None = None
+    # Shown as the label of a bare-id node that has no name (Freebase's mediator/CVT nodes), so a
+    # model knows to search through it instead of taking the blank as a dead end.
+    unnamed_node_label: str | None = None
+
+    def unnamed_label_of(self, iri: str) -> str | None:
+        """The label an unnamed node with this IRI gets, or None when the profile has no such nodes."""
+        namespace, pattern = self.bare_namespace, self.bare_id_pattern
+        if self.unnamed_node_label and namespace and pattern and iri.startswith(namespace):
+            return self.unnamed_node_label if re.fullmatch(pattern, iri[len(namespace) :]) else None
+        return None
 
     def is_hidden(self, predicate: str) -> bool:
         return predicate in self.hidden_predicates or predicate.startswith(self.hidden_namespaces)
@@ -171,6 +181,7 @@ FREEBASE_PROFILE = Profile(
     hidden_predicates=frozenset({FREEBASE + "type.object.name", RDFS_LABEL, FREEBASE + "common.topic.description"}),
     bare_namespace=FREEBASE,
     bare_id_pattern=r"[mg]\.[0-9a-z_]+",
+    unnamed_node_label="(unnamed mediator node: it has no name; search it to reach the entities it links)",
 )
 
 DBPEDIA = Profile(

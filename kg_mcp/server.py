@@ -109,7 +109,16 @@ def build_server(
 def _add_resources(server: MCPServer, backend: Backend) -> None:
     @server.resource("kg://profile", name="profile", description="The KG's schema profile and prefixes (cheap).", mime_type="application/json")
     def profile() -> str:
-        return json.dumps({"profile": backend.profile.name, "prefixes": backend.vocab.prefixes})
+        vocab = backend.vocab
+        return json.dumps(
+            {
+                "profile": backend.profile.name,
+                "prefixes": vocab.prefixes,
+                "bare_namespaces": vocab.bare_namespaces,
+                # "profile" unless the store, a --prefix setting or the endpoint (VoID, a sample) gave it
+                "prefix_sources": {ns: vocab.sources.get(ns, "profile") for ns in [*vocab.prefixes.values(), *vocab.bare_namespaces]},
+            }
+        )
 
     @server.resource("kg://schema", name="schema", description="Prefixes and the most used relations of the KG.", mime_type="application/json")
     def schema() -> str:
@@ -140,7 +149,15 @@ def _add_resources(server: MCPServer, backend: Backend) -> None:
     def stats() -> str:
         s = backend.stats()
         return json.dumps(
-            {"kind": s.kind, "profile": s.profile, "triples": s.triples, "entities": s.entities, "relations": s.relations, **s.details},
+            {
+                "kind": s.kind,
+                "profile": s.profile,
+                "triples": s.triples,
+                "entities": s.entities,
+                "relations": s.relations,
+                "lower_bounds": s.bounded,  # true: each count is "at least" that many
+                **s.details,
+            },
             indent=1,
         )
 

@@ -269,16 +269,20 @@ class ScriptedEndpoint:
 
 
 def scripted_backend(server: ScriptedEndpoint, **settings) -> RemoteBackend:
-    """A backend on the scripted server, profile given (no detection requests)."""
-    return open_endpoint(server.url, profile="wikidata", settings=Settings(contact=CONTACT, **settings))
+    """A backend on the scripted server, profile given and prefixes not sampled (no requests at start)."""
+    return open_endpoint(
+        server.url, profile="wikidata", settings=Settings(contact=CONTACT, prefix_discovery=False, **settings)
+    )
 
 
 def test_user_agent_names_kg_mcp_and_contact():
     with ScriptedEndpoint([Reply(body={"head": {}, "boolean": False}), Reply(body=ASK_TRUE)]) as server:
         backend = open_endpoint(server.url, settings=Settings(contact=CONTACT))
-    # Detection asked at least twice (the first probe said no), all with our agent.
+    # Detection asked twice (the first probe said no), then prefix discovery read VoID and a
+    # sample (answered with booleans here, so nothing found): all with our agent.
     assert backend.profile.name == "wikidata"
-    assert len(server.requests) == 2
+    assert len(server.requests) == 4
+    assert b"void%23uriSpace" in server.requests[2].body and b"LIMIT+2000" in server.requests[3].body
     for seen in server.requests:
         agent = seen.headers["User-Agent"]
         assert agent.startswith("kg-mcp/"), agent

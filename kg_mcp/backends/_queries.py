@@ -99,6 +99,15 @@ def relations_around(
     return f"SELECT ?p ?d ?n ?o ?lp ?ol WHERE {{ {{ {counts} }} UNION {{ {own} }} }}"
 
 
+def distinct_relations(profile: Profile, node: ox.NamedNode, limit: int) -> str:
+    """Each visible predicate around `node` once per direction (?d), however many edges use it."""
+    keep = visible(profile, "p", node)
+    return (
+        f'SELECT DISTINCT ?p ?d WHERE {{ {{ {node} ?p ?o . {keep} BIND("out" AS ?d) }} '
+        f'UNION {{ ?o ?p {node} . {keep} BIND("in" AS ?d) }} }} LIMIT {int(limit)}'
+    )
+
+
 def qualifiers(profile: Profile, node: ox.NamedNode, claims: Sequence[ox.NamedNode]) -> str:
     """Main value and qualifiers of `node`'s statements for the given claim predicates (p:Pn)."""
     model = profile.statements

@@ -59,12 +59,18 @@ class EntityHit:
 
 @dataclass
 class Rows:
-    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown)."""
+    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown).
+
+    `cut_at` is the engine's own row limit when the answer reached it (more rows may exist);
+    `partial` is the engine's note when it stopped the query early and sent what it had.
+    """
 
     variables: list[str]
     rows: list[list[Term | None]]
     total: int | None
     boolean: bool | None = None
+    cut_at: int | None = None
+    partial: str | None = None
 
 
 @dataclass
@@ -76,6 +82,7 @@ class StoreStats:
     relations: int | None = None
     top_relations: list[tuple[ox.NamedNode, int]] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
+    bounded: bool = False  # the counts are lower bounds ("at least N"); details["counts"] says how
 
 
 class Backend(ABC):

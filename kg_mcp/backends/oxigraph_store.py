@@ -7,6 +7,7 @@ import threading
 import pyoxigraph as ox
 
 from kg_mcp.backends.base import Direction, RelationCount, Rows
+from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError
@@ -53,11 +54,13 @@ class OxigraphBackend(SparqlBackend):
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
         return hub_stats(self.store, node, direction is Direction.OUTGOING)
 
-    def _solutions(self, query: str) -> ox.QuerySolutions:
+    def _solutions(self, query: str) -> Solutions:
         try:
-            return self.store.query(query)
+            return solutions_of(self.store.query(query))
         except OSError as e:
-            raise EndpointError(f"The store at {self.location} could not be read: {e}") from e
+            problem = str(e)
+        # Raised outside the except block, so no frame holding a result iterator goes with it.
+        raise EndpointError(f"The store at {self.location} could not be read: {problem}")
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))

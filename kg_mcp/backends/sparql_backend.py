@@ -25,12 +25,14 @@ from kg_mcp.backends.base import (
     StoreStats,
     Term,
 )
+from kg_mcp.backends.engine_answers import Solutions
 from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
 from kg_mcp.ids import Vocabulary, check_text
 from kg_mcp.profiles import Profile
 from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
+_MAX_RELATIONS = 2000  # distinct relations listed around one node when its edges are too many to count
 _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
 
 
@@ -89,8 +91,8 @@ class SparqlBackend(Backend):
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod
-    def _solutions(self, query: str) -> ox.QuerySolutions:
-        """Run a SELECT; errors are already translated to kg_mcp.errors."""
+    def _solutions(self, query: str) -> Solutions:
+        """Run a SELECT and read all its rows; errors are already translated to kg_mcp.errors."""
 
     @abstractmethod
     def _boolean(self, query: str) -> bool: ...
@@ -253,6 +255,14 @@ class SparqlBackend(Backend):
             rows.append((s["p"], way, int(s["n"].value)))
         self._remember_labels(own)
         exact = sum(n for *_, n in rows) < self.count_cap
+        if not exact:
+            # The first `count_cap` edges come in the engine's index order and may all share one
+            # predicate (Virtuoso): list every predicate, those not seen among them as "1+".
+            seen = {(p, way) for p, way, _ in rows}
+            for s in self._solutions(q.distinct_relations(self.profile, node, _MAX_RELATIONS)):
+                way = Direction.OUTGOING if s["d"].value == "out" else Direction.INCOMING
+                if (s["p"], way) not in seen:
+                    rows.append((s["p"], way, 1))
         rows.sort(key=lambda r: (r[1] is Direction.INCOMING, -r[2]))
         return [RelationCount(p, way, n, exact) for p, way, n in rows]
 
@@ -283,7 +293,11 @@ class SparqlBackend(Backend):
         if missing:
             best = self._best_literals(missing, self.label_predicates)
             self._remember_labels({node: best.get(node) for node in missing})
-        return {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        found = {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        for t in carrier:
+            if t not in found and (unnamed := self.profile.unnamed_label_of(t.value)):
+                found[t] = unnamed
+        return found
 
     def _remember_labels(self, labels: dict) -> None:
         if len(self._label_cache) + len(labels) > _LABEL_CACHE_SIZE:
@@ -381,3 +395,4 @@ class SparqlBackend(Backend):
             relations=self._count(q.count_distinct("p")),
             top_relations=top,
         )
+

@@ -6,6 +6,7 @@ Only the command line turns errors into exit messages; everything it calls raise
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -38,14 +39,35 @@ def _store_options(func):
         click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given)."),
         click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
         click.option("--enable-sparql", is_flag=True, help="Also expose the read-only `sparql` tool."),
+        click.option(
+            "--prefix",
+            multiple=True,
+            metavar="NAME=IRI",
+            expose_value=False,  # read by _settings, so that no command's signature changes
+            callback=_remember_prefixes,
+            help="Show and accept ids of namespace IRI as NAME:local (repeatable).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
+def _remember_prefixes(ctx: click.Context, param, values: tuple[str, ...]) -> None:
+    prefixes = {}
+    for value in values:
+        name, _, iri = value.partition("=")
+        if not re.fullmatch(r"[A-Za-z][\w\-.]*", name) or not iri.startswith(("http://", "https://", "urn:")):
+            raise click.BadParameter(f"{value!r}: write NAME=IRI, e.g. --prefix ex=http://example.org/", param=param)
+        prefixes[name] = iri
+    ctx.meta["kg_mcp.prefixes"] = prefixes
+
+
 def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
     overrides: dict = {}
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get("kg_mcp.prefixes"):
+        overrides["prefixes"] = ctx.meta["kg_mcp.prefixes"]
     if languages:
         overrides["languages"] = list(languages)
     if enable_sparql:

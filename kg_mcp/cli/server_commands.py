@@ -232,7 +232,10 @@ def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
         click.echo(f"{key}: {value}")
     for key in ("triples", "entities", "relations"):
         value = getattr(stats, key)
-        click.echo(f"{key}: {'unknown' if value is None else f'{value:,}'}")
+        if value is None:
+            click.echo(f"{key}: not counted")
+        else:
+            click.echo(f"{key}: {'at least ' if stats.bounded else ''}{value:,}")
     if stats.top_relations:
         labels = backend.labels([p for p, _ in stats.top_relations])
         click.echo("top relations:")
