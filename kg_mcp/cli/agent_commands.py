@@ -186,15 +186,20 @@ def _echo_warnings(caught) -> None:
 @click.option("--temperature", type=float)
 @click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
               help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
+@click.option("--ranking", is_flag=True, help="No model: recall@k of kgr_search's rankers on the gold paths' hops.")
+@click.option("--ranker", "rankers", multiple=True, help="With --ranking: lexical, embedding, gnn, gnn:FILE (repeatable).")
+@click.option("--top-k", type=click.IntRange(1, 100), multiple=True, default=[20], show_default=True,
+              help="With --ranking: triples shown (repeatable: one line per k).")
 def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
-                 url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode):
+                 url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode, ranking, rankers, top_k):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
 
     \b
     kg-mcp eval --benchmark metaqa-2hop --agent sog --model openai:gpt-4o-mini --sample 200 --out runs/sog-2hop
     kg-mcp eval --benchmark metaqa-3hop --oracle
     kg-mcp eval --benchmark metaqa-1hop --lookup --sample 200
+    kg-mcp eval --benchmark metaqa-3hop --ranking --ranker lexical --ranker gnn --sample 300
     kg-mcp report runs/sog-2hop runs/r2kg-2hop
     """
     import warnings
@@ -213,6 +218,11 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup
         warnings.simplefilter("always")
         bench = load_benchmark(benchmark, data, list(kb_files) or None)
     _echo_warnings(caught)
+    if ranking:
+        from kg_mcp.cli.ranking_commands import run_ranking
+
+        return run_ranking(bench, rankers=rankers, top_k=top_k, sample=sample, seed=seed, limit=limit, store=store,
+                           store_cache=store_cache, no_build=no_build)
     questions = select(bench.questions, limit=limit, sample=sample, seed=seed)
     if oracle and benchmark not in WITH_GOLD_PATHS:
         raise ConfigError(f"--oracle needs gold paths: {', '.join(WITH_GOLD_PATHS)}.")
