@@ -14,6 +14,7 @@ from conftest import ENGINES, store_as_ntriples
 from test_multihop import _pathquestion_cases, spread, walk
 
 from kg_mcp.backends import open_endpoint
+from kg_mcp.errors import KGError
 from kg_mcp.settings import Settings
 from kg_mcp.tools import explore_kg, find_entities, get_relations, search, verify
 from kg_mcp.tools.verify import PathClaim, TripleClaim
@@ -172,3 +173,63 @@ def test_million_edge_hub_is_bounded_and_says_so(hub_remote):
     assert all(n.id.startswith("e:n") for n in walked.neighbours)
     claims = [TripleClaim(subject="e:n1", relation="country", object="e:hub")]
     assert verify(hub_remote, settings, claims).data.claims[0].status == "supported"
+
+
+# find_entities on Virtuoso: its own text search (bif:contains), picked by the first lookup's probe.
+
+
+@pytest.fixture(scope="module")
+def metaqa_virtuoso(engine_endpoints, metaqa_nt):
+    return open_endpoint(engine_endpoints("virtuoso", "metaqa", metaqa_nt), settings=Settings())
+
+
+@pytest.mark.parametrize(
+    ("typed", "entity", "match"),
+    [
+        ("Saving Private Ryan", "kg:Saving_Private_Ryan", "exact"),
+        ("catch me if you can", "kg:Catch_Me_If_You_Can", "search"),  # short words, none of them a prefix
+        ("ryan saving private", "kg:Saving_Private_Ryan", "search"),  # reordered words
+        ("Saving Priva", "kg:Saving_Private_Ryan", "search"),  # the last word typed in part
+        # Words that Virtuoso's text grammar reads as operators, one-letter words, apostrophes, stars
+        ("the water near don't go", "kg:Don%27t_Go_Near_the_Water", "search"),
+        ("alive or dead", "kg:Dead_or_Alive", "search"),
+        ("hijacking a", "kg:A_Hijacking", "search"),
+        ("b a p s", "kg:B%2AA%2AP%2AS", "search"),
+        ("21 bat", "kg:Bat%2A21", "search"),
+        ("lupin arsène", "kg:Arsène_Lupin", "search"),  # Virtuoso keeps accents in its word index
+        ('"Jaws"', "kg:Jaws", "search"),  # quotes and braces are not words
+        ("{jaws}", "kg:Jaws", "search"),
+    ],
+)
+def test_virtuoso_text_search_finds_the_entity_first(metaqa_virtuoso, typed, entity, match):
+    out = find_entities(metaqa_virtuoso, Settings(), typed)
+    assert out.data.method == "Virtuoso text search (bif:contains)" and metaqa_virtuoso.text_search == "virtuoso"
+    assert (out.data.entities[0].id, out.data.entities[0].match) == (entity, match), out.text
+
+
+def test_virtuoso_text_search_finds_a_title_by_one_of_its_words(metaqa_virtuoso):
+    out = find_entities(metaqa_virtuoso, Settings(), "Ryan", limit=50)
+    assert "kg:Saving_Private_Ryan" in {e.id for e in out.data.entities}, out.text
+    assert {e.match for e in out.data.entities} <= {"exact", "search"}
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ['"Jaws"', "'Jaws'", "Jaws*", "{Jaws}", "Jaws } LIMIT 1 #", 'It\'s a "Wonderful" Life', "Jaws AND NOT Ryan",
+     "OR", "near", "Saving NEAR Ryan", "a", "I", "x y", "the", "Ryan OR", "AND AND", "Jaw*", "ja*s", "Jaws " + "x" * 100],
+)
+def test_virtuoso_text_search_takes_any_typed_name(metaqa_virtuoso, typed):
+    try:
+        out = find_entities(metaqa_virtuoso, Settings(), typed)
+    except KGError as error:
+        said = f"{error.message} {error.hint}"
+    else:
+        said = out.text
+        assert out.data.method == "Virtuoso text search (bif:contains)"
+    assert "Virtuoso" not in said.replace("Virtuoso text search", "") and "SPARQL" not in said, said
+
+
+@pytest.mark.parametrize("typed", ["*", "'", '"', "\\", "&&", "x" * 300])
+def test_a_name_without_words_is_asked_by_label_on_virtuoso(metaqa_virtuoso, typed):
+    out = find_entities(metaqa_virtuoso, Settings(), typed)
+    assert out.data.method == "label queries (exact, case-insensitive, prefix)"

@@ -8,6 +8,8 @@ cheaper than scanning labels with a FILTER, which large endpoints refuse or time
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Sequence
 
 import pyoxigraph as ox
@@ -24,6 +26,8 @@ METHODS = {
 # A query that Virtuoso answers and any other engine rejects as a syntax error (bif: is not declared).
 VIRTUOSO_PROBE = 'SELECT ?l WHERE { ?x ?p ?l . ?l bif:contains "\'kgmcpprobe\'" } LIMIT 1'
 
+_WORD = re.compile(r"[^\W_]+")
+_VIRTUOSO_LONGEST_WORD = 60
 _QL = "http://qlever.cs.uni-freiburg.de/builtin-functions/"
 
 
@@ -31,22 +35,35 @@ def _string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def virtuoso_words(name: str) -> list[str]:
+    """`name`'s words as Virtuoso's text index holds them: lower case, split at apostrophes too, and
+    accents kept (Virtuoso indexes "Amélie" as `amélie`, so `amelie` would not find it).
+
+    >>> virtuoso_words("Don't Go Near the Water"), virtuoso_words('Amélie, {Brüno}')
+    (['don', 't', 'go', 'near', 'the', 'water'], ['amélie', 'brüno'])
+    >>> virtuoso_words("Jaws " + "x" * 100)
+    ['jaws']
+    """
+    typed = _WORD.findall(unicodedata.normalize("NFKC", name).lower())
+    # Virtuoso reads a word much longer than any real one as a noise word, and refuses a query of only those.
+    return [w for w in typed if len(w) <= _VIRTUOSO_LONGEST_WORD]
+
+
 def virtuoso_contains(name: str, predicates: Sequence[str], limit: int) -> str | None:
     """Entities with a label containing every word of `name` (the last one as a prefix when long enough).
 
     >>> print(virtuoso_contains("Steven Spielb", ["http://www.w3.org/2000/01/rdf-schema#label"], 5))
-    SELECT ?x (MAX(?sc) AS ?score) WHERE { { ?x <http://www.w3.org/2000/01/rdf-schema#label> ?l . BIND(<http://www.w3.org/2000/01/rdf-schema#label> AS ?lp) } ?l bif:contains "'steven' AND 'spielb*'" OPTION (SCORE ?sc) } GROUP BY ?x ORDER BY DESC(?score) LIMIT 5
+    SELECT ?x (MAX(?sc) AS ?score) WHERE { { ?x <http://www.w3.org/2000/01/rdf-schema#label> ?l . ?l bif:contains "'steven' AND 'spielb*'" OPTION (SCORE ?sc) } } GROUP BY ?x ORDER BY DESC(?score) LIMIT 5
     """
-    typed = words(name)
+    typed = virtuoso_words(name)
     if not typed:
         return None
     # Virtuoso expands a prefix only after at least four characters.
     terms = [f"'{w}'" for w in typed[:-1]] + [f"'{typed[-1]}*'" if len(typed[-1]) >= 4 else f"'{typed[-1]}'"]
-    return (
-        f"SELECT ?x (MAX(?sc) AS ?score) WHERE {{ {label_pattern('?x', '?l', predicates)} "
-        f"?l bif:contains {_string(' AND '.join(terms))} OPTION (SCORE ?sc) }} "
-        f"GROUP BY ?x ORDER BY DESC(?score) LIMIT {int(limit)}"
-    )
+    # Virtuoso wants bif:contains in the same group as the triple that binds the literal: one per predicate.
+    contains = f"?l bif:contains {_string(' AND '.join(terms))} OPTION (SCORE ?sc)"
+    branches = " UNION ".join(f"{{ ?x <{ox.NamedNode(p).value}> ?l . {contains} }}" for p in predicates)
+    return f"SELECT ?x (MAX(?sc) AS ?score) WHERE {{ {branches} }} GROUP BY ?x ORDER BY DESC(?score) LIMIT {int(limit)}"
 
 
 def qlever_contains(name: str, predicates: Sequence[str], limit: int) -> str | None:
