@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyoxigraph as ox
 import pytest
+from conftest import WIKIDATA_SAMPLE
 
 from kg_mcp.backends import open_endpoint
 from kg_mcp.backends.remote import RemoteBackend
@@ -546,11 +547,20 @@ def test_find_entities_uses_wikidata_entity_search_when_configured():
     assert len(searches) == 1 and 'mwapi:search "Douglas Adms"' in searches[0] and 'mwapi:language "en"' in searches[0]
 
 
-def test_endpoint_without_text_search_is_probed_once_then_asked_by_label(sparql_endpoint):
+def test_endpoint_without_text_search_is_probed_once_then_asked_by_label(oxigraph_endpoint):
     # `oxigraph serve` rejects the Virtuoso probe (bif: is not SPARQL): label queries, as before.
-    backend = open_endpoint(sparql_endpoint, settings=Settings())
+    backend = open_endpoint(oxigraph_endpoint, settings=Settings())
     first = find_entities(backend, Settings(), "Douglas Adams").data
     assert backend.text_search == "labels"
     assert first.method == "exact label query"  # a Wikidata mirror is too large to scan its labels
     assert first.entities[0].id == "wd:Q42" and first.entities[0].match == "exact"
     assert find_entities(backend, Settings(), "Douglas").data.method == first.method
+
+
+def test_virtuoso_is_probed_once_then_asked_with_its_text_search(virtuoso):
+    backend = open_endpoint(virtuoso.serve("wikidata", WIKIDATA_SAMPLE), settings=Settings())
+    exact = find_entities(backend, Settings(), "Douglas Adams").data
+    assert backend.text_search == "virtuoso" and exact.method == "Virtuoso text search (bif:contains)"
+    assert (exact.entities[0].id, exact.entities[0].match) == ("wd:Q42", "exact")
+    reordered = find_entities(backend, Settings(), "adams douglas").data
+    assert (reordered.entities[0].id, reordered.entities[0].match) == ("wd:Q42", "search")
