@@ -114,7 +114,8 @@ def test_pathquestion_every_tool_with_compact_ids(pathquestion_remote, pathquest
         assert same_output(remote, local)
     # PathQuestion's labels are its ids ("frederica_of_mecklenburg-strelitz"): typed as they read.
     typed = subject.split(":")[-1]
-    assert same_first_entity(find_entities(pathquestion_remote, settings, typed), find_entities(pathquestion, settings, typed))
+    remote, local = (find_entities(b, settings, typed) for b in (pathquestion_remote, pathquestion))
+    assert same_first_entity(remote, local)
 
 
 def _pathquestion_cases_first(local):
@@ -127,7 +128,9 @@ def _pathquestion_cases_first(local):
 def same_first_entity(remote, local) -> bool:
     """find_entities: an engine looks names up its own way (label queries, its text search), not by
     the local name index, so the lists and methods differ; the entity found first must not."""
-    remote_first, local_first = ([(e.id, e.label, e.degree) for e in out.data.entities[:1]] for out in (remote, local))
+    remote_first, local_first = (
+        [(e.id, e.label, e.degree) for e in out.data.entities[:1]] for out in (remote, local)
+    )
     return bool(remote_first) and remote_first == local_first
 
 
@@ -212,7 +215,8 @@ def metaqa_virtuoso(engine_endpoints, metaqa_nt):
 )
 def test_virtuoso_text_search_finds_the_entity_first(metaqa_virtuoso, typed, entity, match):
     out = find_entities(metaqa_virtuoso, Settings(), typed)
-    assert out.data.method == "Virtuoso text search (bif:contains)" and metaqa_virtuoso.text_search == "virtuoso"
+    assert metaqa_virtuoso.text_search == "virtuoso"
+    assert out.data.method == "Virtuoso text search (bif:contains)"
     assert (out.data.entities[0].id, out.data.entities[0].match) == (entity, match), out.text
 
 
@@ -224,8 +228,9 @@ def test_virtuoso_text_search_finds_a_title_by_one_of_its_words(metaqa_virtuoso)
 
 @pytest.mark.parametrize(
     "typed",
-    ['"Jaws"', "'Jaws'", "Jaws*", "{Jaws}", "Jaws } LIMIT 1 #", 'It\'s a "Wonderful" Life', "Jaws AND NOT Ryan",
-     "OR", "near", "Saving NEAR Ryan", "a", "I", "x y", "the", "Ryan OR", "AND AND", "Jaw*", "ja*s", "Jaws " + "x" * 100],
+    ['"Jaws"', "'Jaws'", "Jaws*", "{Jaws}", "Jaws } LIMIT 1 #", 'It\'s a "Wonderful" Life',
+     "Jaws AND NOT Ryan", "OR", "near", "Saving NEAR Ryan", "a", "I", "x y", "the", "Ryan OR", "AND AND",
+     "Jaw*", "ja*s", "Jaws " + "x" * 100],
 )
 def test_virtuoso_text_search_takes_any_typed_name(metaqa_virtuoso, typed):
     try:

@@ -63,7 +63,10 @@ def virtuoso_contains(name: str, predicates: Sequence[str], limit: int) -> str |
     # Virtuoso wants bif:contains in the same group as the triple that binds the literal: one per predicate.
     contains = f"?l bif:contains {_string(' AND '.join(terms))} OPTION (SCORE ?sc)"
     branches = " UNION ".join(f"{{ ?x <{ox.NamedNode(p).value}> ?l . {contains} }}" for p in predicates)
-    return f"SELECT ?x (MAX(?sc) AS ?score) WHERE {{ {branches} }} GROUP BY ?x ORDER BY DESC(?score) LIMIT {int(limit)}"
+    return (
+        f"SELECT ?x (MAX(?sc) AS ?score) WHERE {{ {branches} }} "
+        f"GROUP BY ?x ORDER BY DESC(?score) LIMIT {int(limit)}"
+    )
 
 
 def qlever_contains(name: str, predicates: Sequence[str], limit: int) -> str | None:
