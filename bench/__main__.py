@@ -22,8 +22,8 @@ from bench import agent_measures, protocol_measures, scale_measures, store_measu
 from bench.common import Row, print_table
 
 SIZES = {
-    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, scale=[1_000_000]),
-    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, scale=[1_000_000, 10_000_000, 100_000_000]),
+    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, scale=[1_000_000], scale_calls=50),
+    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, scale=[1_000_000, 10_000_000, 100_000_000], scale_calls=200),
 }
 
 
@@ -66,7 +66,7 @@ def main() -> int:
     if wanted("agent"):
         rows += agent_measures.agent_overhead(args.work, size["questions"])
     if "scale" in only:  # an hour or more in full mode: only when asked for
-        rows += scale_measures.scale_survey(args.work, size["scale"])
+        rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"])
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print_table(rows, f"kg-mcp bench, {mode} mode, {time.perf_counter() - started:.0f} s on {machine}")
     return 0

@@ -30,3 +30,26 @@ def test_quick_bench_prints_every_row(tmp_path):
         ratio = float(re.split(r"\s{2,}", row)[3])
         assert 0 < ratio < float("inf"), row
         assert row.rstrip().endswith(("yes", "NO"))
+
+
+def test_scale_bench_at_tiny_sizes(tmp_path):
+    """`--only scale` end to end on two small Freebase-shaped KGs: every row, the second size compared with the first."""
+    env = dict(os.environ, KG_MCP_BENCH_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "scale", "--scale-sizes", "20000,40000"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("scale ")]
+    assert len(rows) == 2 * 11, done.stdout  # per size: the load and five tools on random entities and on hubs
+    assert [r.split(":")[0] for r in rows] == ["scale 20k"] * 11 + ["scale 40k"] * 11
+    for row in rows:
+        ratio = float(re.split(r"\s{2,}", row)[3])
+        assert 0 < ratio < float("inf"), row
+        assert row.rstrip().endswith(("yes", "NO"))
+    assert "peak RSS ours" in done.stdout and "store on disk" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".store") == ["freebase-20k.store", "freebase-40k.store"]
