@@ -11,16 +11,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_quick_bench_prints_every_row(tmp_path):
-    env = dict(os.environ, KG_MCP_BENCH_DIR=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "hub,tokens,load,agent"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+def _bench(work, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KG_MCP_BENCH_DIR=str(work))
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
     )
+
+
+def test_quick_bench_prints_every_row(tmp_path):
+    done = _bench(tmp_path, "--only", "hub,tokens,load,agent")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kg-mcp bench, quick mode")
@@ -34,15 +33,7 @@ def test_quick_bench_prints_every_row(tmp_path):
 
 def test_scale_bench_at_tiny_sizes(tmp_path):
     """`--only scale` end to end on two small Freebase-shaped KGs: every row, the second size compared with the first."""
-    env = dict(os.environ, KG_MCP_BENCH_DIR=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "scale", "--scale-sizes", "20000,40000"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _bench(tmp_path, "--only", "scale", "--scale-sizes", "20000,40000")
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("scale ")]
     assert len(rows) == 2 * 11, done.stdout  # per size: the load and five tools on random entities and on hubs
