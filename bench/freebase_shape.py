@@ -68,9 +68,9 @@ RELATION_NAMES = {
     "book.written_work.author": "Author",
     "book.written_work.subjects": "Subjects",
 }
-_FIRST = "Al Be Ca Da El Fa Ga Ha Io Ja Ka La Ma Na Ol Pa Ra Sa Ta Ul Va Wi Xa Yo Za".split()
-_MID = "ber da fin go hel ka lor mi nus ra sen to vik wen zo".split()
-_END = "a an as el en er ia in is o on or us y".split()
+_FIRST = "Al Be Ca Da El Fa Ga Ha Io Ja Ka La Ma Na Ol Pa Ra Sa Ta Ul Va Wi Xa Yo Za".split()  # noqa: SIM905
+_MID = "ber da fin go hel ka lor mi nus ra sen to vik wen zo".split()  # noqa: SIM905
+_END = "a an as el en er ia in is o on or us y".split()  # noqa: SIM905
 
 
 def mid_bytes(ids: np.ndarray) -> np.ndarray:
@@ -79,7 +79,9 @@ def mid_bytes(ids: np.ndarray) -> np.ndarray:
     Ids are scrambled by an odd multiplier (a bijection modulo 2^30), so neighbours in the
     generator's numbering do not look like neighbours in the file.
     """
-    scrambled = (ids.astype(np.uint64) * np.uint64(0x2545F491) + np.uint64(0x1234567)) & np.uint64((1 << 30) - 1)
+    scrambled = (ids.astype(np.uint64) * np.uint64(0x2545F491) + np.uint64(0x1234567)) & np.uint64(
+        (1 << 30) - 1
+    )
     shifts = np.arange(25, -1, -5, dtype=np.uint64)
     return _ALPHABET[((scrambled[:, None] >> shifts) & np.uint64(31)).astype(np.intp)]
 
@@ -137,7 +139,14 @@ class _Writer:
         self.out.write(data)
         self.written += lines
 
-    def edges(self, subjects: np.ndarray, predicate: str, objects: np.ndarray | None = None, *, obj: str | None = None) -> None:
+    def edges(
+        self,
+        subjects: np.ndarray,
+        predicate: str,
+        objects: np.ndarray | None = None,
+        *,
+        obj: str | None = None,
+    ) -> None:
         """Lines `<m.S> <predicate> <m.O> .` (or a fixed object term `obj`), as one byte matrix."""
         n = min(len(subjects), self.left())
         if n <= 0:
@@ -149,7 +158,9 @@ class _Writer:
         for lo in range(0, n, _CHUNK):
             hi = min(n, lo + _CHUNK)
             rows = np.empty((hi - lo, width), dtype=np.uint8)
-            rows[:] = np.frombuffer(head + b"XXXXXX" + middle + (b"XXXXXX" if obj is None else b"") + tail, dtype=np.uint8)
+            rows[:] = np.frombuffer(
+                head + b"XXXXXX" + middle + (b"XXXXXX" if obj is None else b"") + tail, dtype=np.uint8
+            )
             at = len(head)
             rows[:, at : at + 6] = mid_bytes(subjects[lo:hi])
             if obj is None:
@@ -188,8 +199,12 @@ def _schema(w: _Writer) -> None:
     lines = [f'<{NS}{p}> <{NS}{NAME}> "{label}"@en .\n' for p, label in RELATION_NAMES.items()]
     lines += [f'<{NS}{t}> <{NS}{NAME}> "{label}"@en .\n' for t, label, _ in KINDS]
     lines += [f'<{NS}{mid(country_id(r))}> <{NS}{NAME}> "{name}"@en .\n' for r, name in enumerate(COUNTRIES)]
-    lines += [f'<{NS}{mid(profession_id(r))}> <{NS}{NAME}> "{name}"@en .\n' for r, name in enumerate(PROFESSIONS)]
-    lines += [f"<{NS}{mid(country_id(r))}> <{NS}{TYPE}> <{NS}location.country> .\n" for r in range(len(COUNTRIES))]
+    lines += [
+        f'<{NS}{mid(profession_id(r))}> <{NS}{NAME}> "{name}"@en .\n' for r, name in enumerate(PROFESSIONS)
+    ]
+    lines += [
+        f"<{NS}{mid(country_id(r))}> <{NS}{TYPE}> <{NS}location.country> .\n" for r in range(len(COUNTRIES))
+    ]
     w.literal_lines(lines)
 
 
@@ -200,7 +215,9 @@ def _named(w: _Writer, layout: Layout, rng: np.random.Generator) -> None:
         for lo in range(start, end, _CHUNK):
             ids = np.arange(lo, min(end, lo + _CHUNK))
             mids = [m.decode() for m in mid_bytes(ids).view("S6").ravel().tolist()]
-            w.literal_lines([f'<{NS}m.0{m}> <{NS}{NAME}> "{entity_name(int(i))}"@en .\n' for i, m in zip(ids, mids)])
+            w.literal_lines(
+                [f'<{NS}m.0{m}> <{NS}{NAME}> "{entity_name(int(i))}"@en .\n' for i, m in zip(ids, mids)]
+            )
             w.edges(ids, TYPE, obj=f"<{NS}{type_id}>")
             _aliases(w, ids[rng.random(len(ids)) < 0.2])
             if type_id == "people.person":
@@ -210,7 +227,9 @@ def _named(w: _Writer, layout: Layout, rng: np.random.Generator) -> None:
 
 def _aliases(w: _Writer, ids: np.ndarray) -> None:
     mids = [m.decode() for m in mid_bytes(ids).view("S6").ravel().tolist()]
-    w.literal_lines([f'<{NS}m.0{m}> <{NS}{ALIAS}> "{entity_name(int(i) * 7 + 3)}"@en .\n' for i, m in zip(ids, mids)])
+    w.literal_lines(
+        [f'<{NS}m.0{m}> <{NS}{ALIAS}> "{entity_name(int(i) * 7 + 3)}"@en .\n' for i, m in zip(ids, mids)]
+    )
 
 
 def _facts(w: _Writer, layout: Layout, rng: np.random.Generator) -> None:
@@ -224,7 +243,11 @@ def _facts(w: _Writer, layout: Layout, rng: np.random.Generator) -> None:
             w.edges(ids, "people.person.nationality", np.minimum(len(COUNTRIES) - 1, rng.zipf(1.6, n) - 1))
             w.edges(ids, "people.person.place_of_birth", _power_law(rng, n, *_span(places)))
             some = ids[rng.random(n) < 0.5]
-            w.edges(some, "people.person.profession", profession_id(np.minimum(len(PROFESSIONS) - 1, rng.zipf(1.8, len(some)) - 1)))
+            w.edges(
+                some,
+                "people.person.profession",
+                profession_id(np.minimum(len(PROFESSIONS) - 1, rng.zipf(1.8, len(some)) - 1)),
+            )
             married = ids[rng.random(n) < 0.2]
             cvt = np.arange(mediator, mediator + len(married))
             mediator += len(married)
@@ -244,9 +267,17 @@ def _facts(w: _Writer, layout: Layout, rng: np.random.Generator) -> None:
         for lo in range(places[0], places[1], _CHUNK):
             ids = np.arange(lo, min(places[1], lo + _CHUNK))
             inside = ids[rng.random(len(ids)) < 0.5]
-            w.edges(inside, "location.location.containedby", _power_law(rng, len(inside), *_span(places), exponent=4.0))
+            w.edges(
+                inside,
+                "location.location.containedby",
+                _power_law(rng, len(inside), *_span(places), exponent=4.0),
+            )
             rest = np.setdiff1d(ids, inside)
-            w.edges(rest, "location.location.containedby", np.minimum(len(COUNTRIES) - 1, rng.zipf(1.5, len(rest)) - 1))
+            w.edges(
+                rest,
+                "location.location.containedby",
+                np.minimum(len(COUNTRIES) - 1, rng.zipf(1.5, len(rest)) - 1),
+            )
         for lo in range(orgs[0], orgs[1], _CHUNK):
             ids = np.arange(lo, min(orgs[1], lo + _CHUNK))
             w.edges(ids, "organization.organization.headquarters", _power_law(rng, len(ids), *_span(places)))
@@ -254,7 +285,9 @@ def _facts(w: _Writer, layout: Layout, rng: np.random.Generator) -> None:
         for lo in range(books[0], books[1], _CHUNK):
             ids = np.arange(lo, min(books[1], lo + _CHUNK))
             w.edges(ids, "book.written_work.author", _power_law(rng, len(ids), *_span(people)))
-            w.edges(ids, "book.written_work.subjects", _power_law(rng, len(ids), *_span(places), exponent=2.0))
+            w.edges(
+                ids, "book.written_work.subjects", _power_law(rng, len(ids), *_span(places), exponent=2.0)
+            )
 
 
 def _span(bounds: tuple[int, int]) -> tuple[int, int]:

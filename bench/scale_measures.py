@@ -17,7 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.common import Row, percentile, timed_child
-from bench.freebase_shape import COUNTRIES, NS, PROFESSIONS, Layout, country_id, entity_name, mid, profession_id, write_freebase
+from bench.freebase_shape import (
+    COUNTRIES,
+    NS,
+    PROFESSIONS,
+    Layout,
+    country_id,
+    entity_name,
+    mid,
+    profession_id,
+    write_freebase,
+)
 from kg_mcp.backends import open_store
 from kg_mcp.settings import Settings
 from kg_mcp.tools import explore_kg, find_entities, get_relations, search, verify
@@ -44,7 +54,9 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         label = size_label(triples)
         started = time.perf_counter()
         source = write_freebase(work / f"freebase-{label}.nt", triples)
-        made = f"made in {time.perf_counter() - started:.0f} s" if time.perf_counter() - started > 1 else "found"
+        made = (
+            f"made in {time.perf_counter() - started:.0f} s" if time.perf_counter() - started > 1 else "found"
+        )
         store_dir, bulk_dir = work / f"freebase-{label}.store", work / f"freebase-{label}.bulk-store"
         ours_code = f"from kg_mcp.loading import load_sources; load_sources([{str(source)!r}], {str(store_dir)!r}, progress=False)"
         bulk_code = f"import pyoxigraph as ox; ox.Store({str(bulk_dir)!r}).bulk_load(path={str(source)!r}, format=ox.RdfFormat.N_TRIPLES)"
@@ -55,8 +67,21 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         latency_rows = []
         for name, p50, p99 in _latencies(store_dir, triples, calls):
             base = reference.setdefault(name, p50)
-            role = "the reference for larger sizes" if triples == min(sizes) else f"baseline: p50 at {size_label(min(sizes))}"
-            latency_rows.append(Row(f"scale {label}: {name} p50", p50 * 1e3, base * 1e3, "ms", "<= 1.5", f"p99 {p99 * 1e3:.1f} ms; {role}"))
+            role = (
+                "the reference for larger sizes"
+                if triples == min(sizes)
+                else f"baseline: p50 at {size_label(min(sizes))}"
+            )
+            latency_rows.append(
+                Row(
+                    f"scale {label}: {name} p50",
+                    p50 * 1e3,
+                    base * 1e3,
+                    "ms",
+                    "<= 1.5",
+                    f"p99 {p99 * 1e3:.1f} ms; {role}",
+                )
+            )
             _progress(latency_rows[-1])
         # Loads of a few seconds are repeated, alternating, and the medians kept (a shared machine is
         # noisy); tiny ones are only smoke tests and big ones too long to repeat.
@@ -67,7 +92,9 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
             if i < repeats - 1:
                 runs["ours"].append(_load_once(ours_code, store_dir))
         load_row = _load_row(label, triples, runs)
-        load_row.note += f"; store on disk {disk_mb:,.0f} MB; N-Triples {source.stat().st_size / 2**20:,.0f} MB ({made})"
+        load_row.note += (
+            f"; store on disk {disk_mb:,.0f} MB; N-Triples {source.stat().st_size / 2**20:,.0f} MB ({made})"
+        )
         _progress(load_row)
         rows += [load_row, *latency_rows]
         if not keep and triples != max(sizes):
@@ -77,7 +104,11 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
 
 def _progress(row: Row) -> None:
     """Each row as soon as it is measured (stderr): a 100M step that dies keeps what came before."""
-    print(f"[scale] {row.measure}: {row.ours:.4g} {row.unit} vs {row.baseline:.4g} ({row.goal}) {row.note}", file=sys.stderr, flush=True)
+    print(
+        f"[scale] {row.measure}: {row.ours:.4g} {row.unit} vs {row.baseline:.4g} ({row.goal}) {row.note}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _load_once(code: str, target: Path) -> tuple[float, float]:
@@ -135,7 +166,9 @@ def _latencies(store_dir: Path, triples: int, calls: int) -> list[tuple[str, flo
         "search": lambda i: search(backend, settings, ids[i], "outgoing"),
         "get_relations": lambda i: get_relations(backend, settings, ids[i]),
         "explore_kg": lambda i: explore_kg(backend, settings, ids[i], ["people.person.place_of_birth"]),
-        "verify": lambda i: verify(backend, settings, [TripleClaim(subject=ids[i], relation="people.person.nationality", object=usa)]),
+        "verify": lambda i: verify(
+            backend, settings, [TripleClaim(subject=ids[i], relation="people.person.nationality", object=usa)]
+        ),
         "find_entities": lambda i: find_entities(backend, settings, entity_name(people[i])),
     }
     hub_cases: dict[str, Callable[[int], object]] = {
@@ -143,7 +176,9 @@ def _latencies(store_dir: Path, triples: int, calls: int) -> list[tuple[str, flo
         "get_relations": lambda i: get_relations(backend, settings, hubs[i % 3]),
         "explore_kg": lambda i: explore_kg(backend, settings, hubs[i % 3], [hub_relations[i % 3]]),
         "verify": lambda i: verify(
-            backend, settings, [TripleClaim(subject=ids[i], relation="people.person.profession", object=hubs[1])]
+            backend,
+            settings,
+            [TripleClaim(subject=ids[i], relation="people.person.profession", object=hubs[1])],
         ),
         "find_entities": lambda i: find_entities(backend, settings, hub_names[i % 3]),
     }

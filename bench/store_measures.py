@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bench.common import DATA, Row, free_port, paired_medians, start, stop, timed_child, wait_http

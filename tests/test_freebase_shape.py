@@ -25,13 +25,23 @@ def test_file_has_the_size_asked_for_parses_and_is_the_same_for_a_seed(tmp_path)
     assert len(triples) == TRIPLES
     assert len(set(triples)) > 0.99 * TRIPLES
     predicates = Counter(t.predicate.value.removeprefix(NS) for t in triples)
-    assert {NAME, "type.object.type", "film.film.starring", "film.performance.actor", "people.marriage.from"} <= set(predicates)
+    assert {
+        NAME,
+        "type.object.type",
+        "film.film.starring",
+        "film.performance.actor",
+        "people.marriage.from",
+    } <= set(predicates)
     assert not (tmp_path / "a.partial").exists()
 
 
 def test_degrees_follow_a_power_law_with_hubs(tmp_path):
     path = write_freebase(tmp_path / "kg.nt", TRIPLES)
-    indegree = Counter(t.object for t in ox.parse(path=str(path), format=ox.RdfFormat.N_TRIPLES) if isinstance(t.object, ox.NamedNode))
+    indegree = Counter(
+        t.object
+        for t in ox.parse(path=str(path), format=ox.RdfFormat.N_TRIPLES)
+        if isinstance(t.object, ox.NamedNode)
+    )
     degrees = sorted(indegree.values(), reverse=True)
     usa = ox.NamedNode(NS + mid(country_id(0)))
     assert indegree[usa] > 100 * sorted(degrees)[len(degrees) // 2]  # a hub far above the median
@@ -52,7 +62,9 @@ def test_kg_mcp_serves_it_as_freebase_with_unnamed_mediators(tmp_path):
     mediator = performances[0].id
     assert mediator.startswith("m.0")
     assert not backend.store.query(f"ASK {{ <{NS}{mediator}> <{NS}{NAME}> ?name }}")  # mediators have no name
-    actor = explore_kg(backend, settings, mediator, ["film.performance.actor"]).data.relations[0].neighbours[0]
+    actor = (
+        explore_kg(backend, settings, mediator, ["film.performance.actor"]).data.relations[0].neighbours[0]
+    )
     assert actor.id.startswith("m.0") and actor.label
     found = find_entities(backend, settings, COUNTRIES[0]).data.entities
     assert found[0].id == mid(country_id(0)) and found[0].label == COUNTRIES[0]
