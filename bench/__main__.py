@@ -18,19 +18,19 @@ import sys
 import time
 from pathlib import Path
 
-from bench import agent_measures, protocol_measures, scale_measures, store_measures
+from bench import agent_measures, protocol_measures, remote_tls, scale_measures, store_measures
 from bench.common import Row, print_table
 
 SIZES = {
-    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, scale=[1_000_000], scale_calls=50),
-    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, scale=[1_000_000, 10_000_000, 100_000_000], scale_calls=200),
+    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, tls_calls=8, scale=[1_000_000], scale_calls=50),
+    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, tls_calls=40, scale=[1_000_000, 10_000_000, 100_000_000], scale_calls=200),
 }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
-    parser.add_argument("--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,http,agent,scale")
+    parser.add_argument("--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale")
     parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 (default by mode)")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("KG_MCP_BENCH_DIR", ".bench")), help="data and stores")
     args = parser.parse_args()
@@ -61,6 +61,8 @@ def main() -> int:
         rows += store_measures.load_speed(args.work, size["load"], size["load_hub"])
     if wanted("remote"):
         rows += store_measures.remote_hub(args.work, hub_store, size["hub"], size["cap"], size["repeats"])
+    if wanted("tls"):
+        rows += remote_tls.tls_keepalive(args.work, size["tls_calls"])
     if wanted("http"):
         rows += protocol_measures.http_throughput(args.work, size["clients"], size["seconds"])
     if wanted("agent"):

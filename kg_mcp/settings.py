@@ -23,7 +23,8 @@ class Settings(BaseSettings):
     )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
-    timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint")
+    timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint, and per sparql query on a local store")
+    query_workers: int = Field(2, ge=1, le=64, description="processes running sparql queries on a local store")
     retries: int = Field(3, ge=0, le=10, description="on 429/5xx and dropped connections")
     rate_limit: int = Field(0, ge=0, description="HTTP requests a minute per client address (0: no limit)")
     contact: str = Field(

@@ -25,12 +25,12 @@ def _bench(work, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_quick_bench_prints_every_row(tmp_path):
-    done = _bench(tmp_path, "--only", "hub,tokens,load,agent")
+    done = _bench(tmp_path, "--only", "hub,tokens,load,tls,agent")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kg-mcp bench, quick mode")
-    rows = [line for line in lines if re.match(r"^(hub survey|tokens per search|load |agent step)", line)]
-    assert len(rows) == 5, done.stdout
+    rows = [line for line in lines if re.match(r"^(hub survey|tokens per search|load |remote call over TLS|agent step)", line)]
+    assert len(rows) == 6, done.stdout
     for row in rows:
         ratio = float(re.split(r"\s{2,}", row)[3])
         assert 0 < ratio < float("inf"), row
@@ -42,9 +42,8 @@ def test_scale_bench_at_tiny_sizes(tmp_path):
     done = _bench(tmp_path, "--only", "scale", "--scale-sizes", "20000,40000")
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("scale ")]
-    assert len(rows) == 2 * 11, (
-        done.stdout
-    )  # per size: the load and five tools on random entities and on hubs
+    # per size: the load and five tools on random entities and on hubs
+    assert len(rows) == 2 * 11, done.stdout
     assert [r.split(":")[0] for r in rows] == ["scale 20k"] * 11 + ["scale 40k"] * 11
     for row in rows:
         ratio = float(re.split(r"\s{2,}", row)[3])

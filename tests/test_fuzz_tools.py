@@ -79,10 +79,11 @@ class RecordingBackend(OxigraphBackend):
         self.queries.append(query)
         return super()._solutions(query)
 
-    def _run_any(self, query):
-        result = super()._run_any(query)
-        self.user_queries.append((query, result))
-        return result
+    def run_query(self, query, row_cap):
+        rows = super().run_query(query, row_cap)  # in a worker process: the query's form is asked below
+        result = self.store.query(query)
+        self.user_queries.append((query, bool(result) if isinstance(result, ox.QueryBoolean) else result))
+        return rows
 
 
 class Trap:

@@ -66,6 +66,12 @@ def _char_cut(text: str, narrow: str) -> None:
     assert shown < total and narrow in match.group(3)
 
 
+def _table_column(text: str) -> list[str]:
+    """The first cell of each row of the markdown table."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")][1:]  # past the header row
+    return [line.split(" | ")[0][2:].strip() for line in lines]
+
+
 def test_search_unfiltered_hub_lists_properties_with_the_total(hub):
     out = search(hub, LIMITS, "kg:Hub", "incoming")
     text, data = _bounded(out.text), out.data
@@ -79,6 +85,10 @@ def test_search_outgoing_property_view_is_cut_by_characters(hub):
     text = _bounded(out.text)
     assert out.data.view == "properties" and out.data.total == HUB_OUT + HUB_RELATIONS + 2
     _char_cut(text, "Filter for the properties you need.")
+    data = out.data
+    assert (data.properties_total, data.properties_shown) == (HUB_RELATIONS + 3, len(data.properties))
+    assert 0 < data.properties_shown < data.properties_total
+    assert [p.property for p in data.properties] == _table_column(text)
 
 
 def test_search_filtered_is_cut_at_p_rows_and_by_characters(hub):
@@ -94,8 +104,11 @@ def test_get_relations_is_cut_by_characters(hub):
     text = _bounded(out.text)
     assert f"{HUB_RELATIONS + 3} outgoing, 1 incoming" in text  # the totals come first
     _char_cut(text, "Use explore_kg on the relations you need.")
-    # The structured rows are not capped (one per relation of the entity); the markdown is.
-    assert len(out.data.relations) == HUB_RELATIONS + 4
+    # The structured rows are cut to those the markdown shows, and say so.
+    data = out.data
+    assert (data.total, data.shown) == (HUB_RELATIONS + 4, len(data.relations))
+    assert 0 < data.shown < data.total
+    assert [r.relation for r in data.relations] == _table_column(text)
 
 
 def test_explore_kg_says_shown_n_of_m(hub):

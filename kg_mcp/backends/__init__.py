@@ -69,7 +69,7 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
         store = ox.Store.read_only(str(path))
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
-    return _local_backend(store, str(path), profile, settings or Settings())
+    return _local_backend(store, str(path), profile, settings or Settings(), path=str(path))
 
 
 def open_demo(*, settings: Settings | None = None, profile: str | None = None) -> OxigraphBackend:
@@ -87,12 +87,17 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         raise ConfigError(f"{url!r} is not an http(s) URL of a SPARQL endpoint.")
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
-    chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    try:
+        chosen = get_profile(profile) if profile else _detect(probe._boolean)
+    finally:
+        probe.close()
     log.info("endpoint %s: profile %s", url, chosen.name)
     return RemoteBackend(url, chosen, Vocabulary(chosen), settings)
 
 
-def _local_backend(store: ox.Store, location: str, profile: str | None, settings: Settings) -> OxigraphBackend:
+def _local_backend(
+    store: ox.Store, location: str, profile: str | None, settings: Settings, *, path: str | None = None
+) -> OxigraphBackend:
     meta = read_meta(store)
     probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
@@ -100,7 +105,7 @@ def _local_backend(store: ox.Store, location: str, profile: str | None, settings
     vocab = Vocabulary(chosen, meta.get("prefixes", {}), bare)
     used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
-    return OxigraphBackend(store, chosen, vocab, settings, location=location, label_predicates=used)
+    return OxigraphBackend(store, chosen, vocab, settings, location=location, path=path, label_predicates=used)
 
 
 def _detect(ask) -> Profile:

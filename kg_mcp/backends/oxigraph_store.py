@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import threading
+
 import pyoxigraph as ox
 
-from kg_mcp.backends.base import Direction, RelationCount
+from kg_mcp.backends.base import Direction, RelationCount, Rows
+from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError, InvalidInput
+from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats
 
 
 class OxigraphBackend(SparqlBackend):
     kind = "oxigraph"
 
-    def __init__(self, store: ox.Store, *args, location: str = "memory", **kwargs):
+    def __init__(self, store: ox.Store, *args, location: str = "memory", path: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.store = store
         self.location = location
+        self.path = path  # the store's directory; None for an in-memory store
+        self._pool: QueryPool | None = None
+        self._pool_lock = threading.Lock()
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
@@ -56,14 +62,20 @@ class OxigraphBackend(SparqlBackend):
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def _run_any(self, query: str):
-        try:
-            result = self.store.query(query)
-        except SyntaxError as e:
-            raise InvalidInput(f"The query does not parse: {e}", "Fix the SPARQL syntax and try again.") from None
-        except OSError as e:
-            raise EndpointError(f"The store at {self.location} could not be read: {e}") from e
-        return bool(result) if isinstance(result, ox.QueryBoolean) else result
+    def run_query(self, query: str, row_cap: int) -> Rows:
+        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool)."""
+        return self.query_pool().run(query, row_cap, self.settings.timeout_s)
+
+    def query_pool(self) -> QueryPool:
+        with self._pool_lock:
+            if self._pool is None:
+                # An in-memory store (the demo KG, tests) is handed to the workers as N-Quads.
+                if self.path:
+                    source = StoreSource(path=self.path)
+                else:
+                    source = StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS))
+                self._pool = QueryPool(source, size=self.settings.query_workers, location=self.location)
+            return self._pool
 
     def stats(self):
         stats = super().stats()
@@ -71,4 +83,6 @@ class OxigraphBackend(SparqlBackend):
         return stats
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         self.store = None  # RocksDB closes when the last reference goes

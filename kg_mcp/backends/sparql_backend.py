@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
-from itertools import islice
 
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import (
     Backend,
     Direction,
@@ -306,25 +306,11 @@ class SparqlBackend(Backend):
 
     # --- whole store ---------------------------------------------------------------------------
     def run_query(self, query: str, row_cap: int) -> Rows:
-        result = self._run_any(query)
-        if isinstance(result, bool):
-            return Rows([], [], None, boolean=result)
-        if isinstance(result, ox.QueryTriples):
-            variables = ["subject", "predicate", "object"]
-            rows_iter: Iterable[list] = ([t.subject, t.predicate, t.object] for t in result)
-        else:
-            variables = [v.value for v in result.variables]
-            rows_iter = ([solution[v] for v in variables] for solution in result)
-        # Count past the cap (up to a bound) so the model learns how much it did not see.
-        counted_cap = max(row_cap * 100, 10_000)
-        rows = list(islice(rows_iter, row_cap))
-        extra = sum(1 for _ in islice(rows_iter, counted_cap - row_cap))
-        total = len(rows) + extra if len(rows) + extra < counted_cap else None
-        return Rows(variables, rows, total)
+        return capped_rows(self._run_any(query), row_cap)
 
-    @abstractmethod
     def _run_any(self, query: str) -> ox.QuerySolutions | ox.QueryTriples | bool:
-        """Run a user query of any form (SELECT, ASK, CONSTRUCT, DESCRIBE)."""
+        """Run a user query of any form (SELECT, ASK, CONSTRUCT, DESCRIBE), or override run_query."""
+        raise NotImplementedError
 
     def stats(self) -> StoreStats:
         top = [(s["p"], int(s["n"].value)) for s in self._solutions(q.top_relations(15))]

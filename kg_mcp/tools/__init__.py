@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Literal
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -61,7 +62,13 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         open_world_hint=backend.kind == "remote",
     )
 
-    def run(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
+    # On a local store the ordinary tools run on the event loop: their queries are bounded and take
+    # well under a millisecond, less than the two thread hand-offs the SDK makes for a sync tool (each
+    # a wake-up that waits for a free core on a busy machine). Remote calls wait on the network and
+    # user queries on a worker process: those run on a thread, as the SDK runs sync tools.
+    inline = backend.kind == "oxigraph"
+
+    def call(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
         try:
             out = tool(backend, settings, *args)
         except KGError as error:
@@ -71,8 +78,13 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             structured_content=out.data.model_dump(mode="json"),
         )
 
+    async def run(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
+        if inline:
+            return call(tool, *args)
+        return await anyio.to_thread.run_sync(call, tool, *args)
+
     @server.tool(name="search", annotations=annotations)
-    def search_tool(
+    async def search_tool(
         entity: Entity,
         direction: Annotated[
             Literal["outgoing", "incoming"],
@@ -89,15 +101,15 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         counts) are listed: call again with properties_to_filter_for. Literal values (dates,
         numbers, strings) have an empty label.
         """
-        return run(search, entity, direction, properties_to_filter_for)
+        return await run(search, entity, direction, properties_to_filter_for)
 
     @server.tool(name="get_relations", annotations=annotations)
-    def get_relations_tool(entity: Entity) -> CallToolResult:
+    async def get_relations_tool(entity: Entity) -> CallToolResult:
         """Every relation around an entity with its number of triples: outgoing as rel, incoming as ~rel."""
-        return run(get_relations, entity)
+        return await run(get_relations, entity)
 
     @server.tool(name="explore_kg", annotations=annotations)
-    def explore_kg_tool(
+    async def explore_kg_tool(
         entity: Entity,
         relations: Annotated[
             list[str],
@@ -105,17 +117,17 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         ],
     ) -> CallToolResult:
         """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut."""
-        return run(explore_kg, entity, relations)
+        return await run(explore_kg, entity, relations)
 
     @server.tool(name="verify", annotations=annotations)
-    def verify_tool(
+    async def verify_tool(
         claims: Annotated[
             list[TripleClaim | PathClaim],
             Field(description="Triples {subject, relation, object} or paths {path: [triples...]}."),
         ],
     ) -> CallToolResult:
         """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
-        return run(verify, claims)
+        return await run(verify, claims)
 
     @server.tool(name="find_entities", annotations=annotations)
     def find_entities_tool(
@@ -123,7 +135,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         limit: Annotated[int, Field(ge=1, le=50, description="Most entities to return.")] = 10,
     ) -> CallToolResult:
         """Entities by name (exact label, then case-insensitive, then prefix): id, label, description and degree."""
-        return run(find_entities, name, limit)
+        return call(find_entities, name, limit)
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
@@ -162,7 +174,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         topic entity.
         """
         tree = traversals.tree(traversal_key(session, ctx.headers), question)
-        return run(kgr_search, tree, ranker, entity, backtrack, top_k)
+        return call(kgr_search, tree, ranker, entity, backtrack, top_k)
 
     if settings.sparql_tool:
 
@@ -171,5 +183,5 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             query: Annotated[str, Field(description="A SPARQL SELECT or ASK query.")],
         ) -> CallToolResult:
             """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
-            return run(sparql, query)
+            return call(sparql, query)
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, plural, table
 
 MAX_RELATIONS = 30
 
@@ -30,7 +30,9 @@ class RelationRow(BaseModel):
 
 class RelationsResult(BaseModel):
     entity: TermOut
-    relations: list[RelationRow]
+    relations: list[RelationRow]  # as many as the markdown shows
+    total: int  # relations around the entity
+    shown: int  # relations listed here: fewer than total when the output was cut
 
 
 def get_relations(backend: Backend, settings: Settings, entity: str) -> ToolOutput:
@@ -49,18 +51,20 @@ def get_relations(backend: Backend, settings: Settings, entity: str) -> ToolOutp
         for c in counts
     ]
     n_out = sum(1 for c in counts if c.direction is Direction.OUTGOING)
-    text = (
-        f"relations of {namer.heading(node)}: {n_out} outgoing, {len(rows) - n_out} incoming (~ = walked backwards).\n"
-        + table(
-            ("relation", "label", "triples"),
-            ((r.relation, r.label, str(r.triples) if r.exact else f"{r.triples}+") for r in rows),
-            settings,
-        )
-    )
+    head = f"relations of {namer.heading(node)}: {n_out} outgoing, {len(rows) - n_out} incoming (~ = walked backwards)."
+    foot = ""
     if not all(r.exact for r in rows):
-        text += f"\nN+: a hub, counted among its first {backend.count_cap:,} edges in that direction."
-    text = capped(text, settings, "Use explore_kg on the relations you need.")
-    return ToolOutput(text, RelationsResult(entity=namer.out(node), relations=rows))
+        foot = f"\nN+: a hub, counted among its first {backend.count_cap:,} edges in that direction."
+    text, shown = capped_table(
+        head,
+        ("relation", "label", "triples"),
+        [(r.relation, r.label, str(r.triples) if r.exact else f"{r.triples}+") for r in rows],
+        settings,
+        "Use explore_kg on the relations you need.",
+        foot,
+    )
+    data = RelationsResult(entity=namer.out(node), relations=rows[:shown], total=len(rows), shown=shown)
+    return ToolOutput(text, data)
 
 
 class ExploredRelation(BaseModel):

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, plural, table
 
 MAX_FILTERS = 50
 
@@ -48,7 +48,9 @@ class SearchResult(BaseModel):
     shown: int
     truncated: bool
     rows: list[SearchRow] = []
-    properties: list[PropertyCount] = []
+    properties: list[PropertyCount] = []  # the property view: as many as the markdown shows
+    properties_total: int = 0  # distinct properties in the property view
+    properties_shown: int = 0  # properties listed: fewer than properties_total when the output was cut
 
 
 def search(
@@ -115,17 +117,15 @@ def _rows_view(
     namer.add(t for r in rows for t in (r.predicate, r.value))
     namer.add(t for r in rows for qual in r.qualifiers for t in (qual.predicate, qual.value))
     out_rows = [
-        SearchRow.model_construct(
-            property=namer.id(r.predicate),
-            propertyLabel=namer.predicate_label(r.predicate),
-            value=namer.out(r.value),
-            qualifiers=[
-                QualifierRow.model_construct(
-                    property=namer.id(q.predicate), propertyLabel=namer.predicate_label(q.predicate), value=namer.out(q.value)
-                )
+        {
+            "property": namer.id(r.predicate),
+            "propertyLabel": namer.predicate_label(r.predicate),
+            "value": namer.term(r.value),
+            "qualifiers": [
+                {"property": namer.id(q.predicate), "propertyLabel": namer.predicate_label(q.predicate), "value": namer.term(q.value)}
                 for q in r.qualifiers
             ],
-        )
+        }
         for r in rows
     ]
     truncated = total > len(rows)
@@ -136,7 +136,7 @@ def _rows_view(
         head += f". The entity has no {way.value} edges; try the other direction."
     md_rows = []
     for r, o in zip(rows, out_rows):
-        value_label = o.value.label or ""
+        value_label = o["value"]["label"] or ""
         if r.qualifiers:
             # Qualifiers ride along in the label column: "St John's College [start time: 1971-01-01]".
             parts = "; ".join(
@@ -144,18 +144,20 @@ def _rows_view(
                 for qual in r.qualifiers
             )
             value_label = f"{value_label} [{parts}]".strip()
-        md_rows.append((o.property, o.propertyLabel, namer.value_text(r.value), value_label))
+        md_rows.append((o["property"], o["propertyLabel"], namer.value_text(r.value), value_label))
     text = head + "\n" + table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings)
     text = capped(text, settings, "Filter for fewer properties to see less at once.")
-    data = SearchResult(
-        entity=namer.out(node),
-        direction=way.value,
-        view="rows",
-        total=total,
-        shown=len(rows),
-        truncated=truncated,
-        rows=out_rows,
-        total_exact=exact,
+    data = SearchResult.model_validate(
+        {
+            "entity": namer.term(node),
+            "direction": way.value,
+            "view": "rows",
+            "total": total,
+            "shown": len(rows),
+            "truncated": truncated,
+            "rows": out_rows,
+            "total_exact": exact,
+        }
     )
     return ToolOutput(text, data)
 
@@ -170,17 +172,18 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
         for c in counts
     ]
     size = plural(total, "row") if exact else f"at least {total:,} rows (counted among the first {backend.count_cap:,})"
-    text = (
+    head = (
         f"search {namer.heading(node)}, {way.value}: {size}, more than {settings.search_k}; "
         f"showing its {plural(len(props), 'property')} instead. Call search again with "
-        "properties_to_filter_for set to the ones you need.\n"
-        + table(
-            ("property", "propertyLabel", "rows"),
-            ((p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in props),
-            settings,
-        )
+        "properties_to_filter_for set to the ones you need."
     )
-    text = capped(text, settings, "Filter for the properties you need.")
+    text, shown = capped_table(
+        head,
+        ("property", "propertyLabel", "rows"),
+        [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in props],
+        settings,
+        "Filter for the properties you need.",
+    )
     data = SearchResult(
         entity=namer.out(node),
         direction=way.value,
@@ -189,7 +192,9 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
         total_exact=exact,
         shown=0,
         truncated=True,
-        properties=props,
+        properties=props[:shown],
+        properties_total=len(props),
+        properties_shown=shown,
     )
     return ToolOutput(text, data)
 

@@ -1,0 +1,28 @@
+"""A user query's results cut at a row cap, the total counted a little past it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import islice
+
+import pyoxigraph as ox
+
+from kg_mcp.backends.base import Rows
+
+
+def capped_rows(result: ox.QuerySolutions | ox.QueryTriples | bool, row_cap: int) -> Rows:
+    """The first `row_cap` rows of any query form; `total` is None past max(100 x cap, 10,000) rows."""
+    if isinstance(result, (bool, ox.QueryBoolean)):
+        return Rows([], [], None, boolean=bool(result))
+    if isinstance(result, ox.QueryTriples):
+        variables = ["subject", "predicate", "object"]
+        rows_iter: Iterable[list] = ([t.subject, t.predicate, t.object] for t in result)
+    else:
+        variables = [v.value for v in result.variables]
+        rows_iter = ([solution[v] for v in variables] for solution in result)
+    # Count past the cap (up to a bound) so the model learns how much it did not see.
+    counted_cap = max(row_cap * 100, 10_000)
+    rows = list(islice(rows_iter, row_cap))
+    extra = sum(1 for _ in islice(rows_iter, counted_cap - row_cap))
+    total = len(rows) + extra if len(rows) + extra < counted_cap else None
+    return Rows(variables, rows, total)

@@ -1,0 +1,140 @@
+"""How a remote backend fetches SPARQL results: pooled keep-alive connections, one deadline a call.
+
+One `httpx2.Client` (the HTTP client the MCP SDK installs) per endpoint keeps its connections
+open, so a call to an HTTPS endpoint such as Wikidata's pays the TCP and TLS handshakes once,
+not on every query. Within a call's deadline (`timeout_s`), 429 and 5xx answers and dropped
+connections are retried with exponential backoff, honouring Retry-After; past it, or when the
+endpoint cannot be reached, the call fails with an EndpointError that says what happened. The
+body is read in pieces against the deadline, so an endpoint that trickles bytes cannot hold a
+call for ever. Certificates are checked against the system's CAs (and SSL_CERT_FILE, if set).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import ssl
+import time
+
+import httpx2
+
+from kg_mcp.errors import EndpointError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUS = {429, 500, 502, 503, 504}
+_BACKOFF_START_S = 0.5
+_RESULTS_JSON = "application/sparql-results+json, application/json;q=0.9"
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt: `problem` says what happened, `wait` what the server asked."""
+
+    def __init__(self, problem: str, wait: float | None = None):
+        super().__init__(problem)
+        self.problem, self.wait = problem, wait
+
+
+class SparqlHttp:
+    """POSTs queries to one endpoint over kept-alive connections; thread-safe (calls run on threads)."""
+
+    def __init__(self, url: str, *, user_agent: str, timeout_s: float, retries: int, connections: int = 16):
+        self.url = url
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.client = httpx2.Client(
+            headers={"User-Agent": user_agent, "Accept": _RESULTS_JSON},
+            limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
+            verify=ssl.create_default_context(),
+            follow_redirects=True,
+        )
+
+    def fetch(self, query: str) -> bytes:
+        """The endpoint's answer to `query`, within the deadline, retried where retrying can help."""
+        deadline = time.monotonic() + self.timeout_s
+        backoff = _BACKOFF_START_S
+        last_problem = "no attempt was made"
+        for attempt in range(self.retries + 1):
+            if deadline - time.monotonic() <= 0:
+                break
+            try:
+                return self._request(query, deadline)
+            except _Retryable as retryable:
+                last_problem, wait = retryable.problem, retryable.wait
+            if wait is not None and time.monotonic() + wait >= deadline:
+                # Waiting as asked would pass the deadline: say so now rather than sleep first.
+                raise EndpointError(
+                    f"The endpoint {self.url} answered {last_problem} and asked to wait {wait:.0f} s before "
+                    f"trying again, longer than this call's {self.timeout_s:g} s limit allows.",
+                    "The KG service is rate-limiting or busy; wait before calling again.",
+                )
+            delay = backoff if wait is None else wait
+            backoff *= 2
+            if attempt == self.retries or time.monotonic() + delay >= deadline:
+                break
+            log.info("endpoint %s: %s; retrying in %.1f s", self.url, last_problem, delay)
+            time.sleep(delay)
+        raise EndpointError(
+            f"The endpoint {self.url} did not answer: {last_problem}.",
+            "The KG service is slow or unavailable; try again later or with a narrower call.",
+        )
+
+    def _request(self, query: str, deadline: float) -> bytes:
+        remaining = max(0.001, deadline - time.monotonic())
+        try:
+            with self.client.stream("POST", self.url, data={"query": query}, timeout=remaining) as response:
+                if response.status_code != 200:
+                    self._refuse(response)
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise _Retryable(f"timed out (no complete answer within {self.timeout_s:g} s)")
+                return b"".join(chunks)
+        except httpx2.ConnectTimeout:
+            raise _Retryable(f"timed out (no connection within {self.timeout_s:g} s)") from None
+        except httpx2.TimeoutException:
+            raise _Retryable(f"timed out (no complete answer within {self.timeout_s:g} s)") from None
+        except httpx2.TransportError as e:  # refused, reset, dropped mid-answer, TLS failures
+            raise _Retryable(f"it is unreachable (connection failed: {_describe(e)})") from None
+
+    def _refuse(self, response: httpx2.Response) -> None:
+        """Raise what a non-200 answer means: a bad query, a fault to retry, or a refusal."""
+        status = response.status_code
+        reason = response.reason_phrase or "no reason given"
+        if status == 400:
+            response.read()
+            message = f"The endpoint rejected the query: {_short(response.text)}"
+            raise InvalidInput(message, "Fix the query and try again.")
+        if status in _RETRY_STATUS:
+            raise _Retryable(f"HTTP {status} ({reason})", _retry_after(response.headers.get("Retry-After")))
+        if status == 404:
+            raise EndpointError(f"The endpoint {self.url} answered 404: no SPARQL service at that URL.")
+        if status == 401:
+            raise EndpointError(f"The endpoint {self.url} answered 401: it needs credentials.")
+        raise EndpointError(f"The endpoint {self.url} answered HTTP {status} ({reason}).")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _describe(error: Exception) -> str:
+    return _short(str(error)) or type(error).__name__
+
+
+def _short(text: str) -> str:
+    return text.replace("\n", " ").strip()[:300]
