@@ -1,11 +1,13 @@
 # Two commands set everything up on a fresh machine (Python >= 3.11):
 #   make serve   install, then serve the demo KG over streamable HTTP on http://127.0.0.1:8000/mcp
 #   make test    install with the test extras, then run the whole test suite
+#   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
 
-.PHONY: serve test install install-test
+.PHONY: serve test test-packaging install install-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +22,21 @@ install-test: $(BIN)/python
 	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "The tests need Chromium: sudo apt-get install chromium (Debian/Ubuntu)"; exit 1; fi; }
+	@# the remote-backend tests also run against a private Virtuoso (tests/virtuoso.py)
+	@command -v virtuoso-t >/dev/null && command -v isql-vt >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq virtuoso-opensource; \
+	else echo "The tests need Virtuoso: sudo apt-get install virtuoso-opensource (Debian/Ubuntu)"; exit 1; fi; }
+	@# the MCP TypeScript SDK client and the MCP Bundle CLI, from npm into .npm-tools/ (tests/test_ts_sdk.py, test_bundle.py)
+	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	else echo "The tests need Node.js and npm: sudo apt-get install nodejs npm (Debian/Ubuntu)"; exit 1; fi; }
+	npm install --silent --no-audit --no-fund --prefix .npm-tools $(NPM_TEST_TOOLS)
 
 serve: install
 	$(BIN)/kg-mcp serve --transport http $(ARGS)
 
 test: install-test
-	$(BIN)/python -m pytest -q $(ARGS)
+	$(BIN)/python -m pytest -q --ignore=tests/packaging $(ARGS)
+
+test-packaging: install-test
+	$(BIN)/python -m pytest -q tests/packaging $(ARGS)

@@ -52,14 +52,18 @@ async def ask(
     limit: int | None = None,
     sampling: Sampling | None = None,
     trace: Trace | None = None,
+    tools: str = "paper",
 ) -> AgentResult:
     """Answer `question` with one method over an open KG client. `limit` is the method's own cap
-    (SoG turns, ARK-V1 steps K_max, R2-KG iterations T, KG-Reasoner generation rounds)."""
+    (SoG turns, ARK-V1 steps K_max, R2-KG iterations T, KG-Reasoner generation rounds); `tools`
+    the tool mode of SoG and R2-KG (paper, batched or follow)."""
     options: dict[str, Any] = {"topics": topics or {}, "sampling": sampling, "trace": trace}
+    if tools != "paper" and method not in ("sog", "r2kg", "r2kg-sc"):
+        raise ValueError(f"--tools {tools} is for sog and r2kg; {method} has its own tools")
     if method == "sog":
         from kg_mcp.agents.sog import run_sog
 
-        return await run_sog(question, kg, model, **options, **({"max_turns": limit} if limit else {}))
+        return await run_sog(question, kg, model, **options, tools=tools, **({"max_turns": limit} if limit else {}))
     if method == "ark":
         from kg_mcp.agents.ark import run_ark
 
@@ -68,12 +72,14 @@ async def ask(
         from kg_mcp.agents.r2kg import run_r2kg
 
         return await run_r2kg(
-            question, kg, model, supervisor or model, **options, **({"max_iterations": limit} if limit else {})
+            question, kg, model, supervisor or model, **options, tools=tools, **({"max_iterations": limit} if limit else {})
         )
     if method == "r2kg-sc":
         from kg_mcp.agents.r2kg import run_r2kg_consistent
 
-        return await run_r2kg_consistent(question, kg, model, **options, **({"max_iterations": limit} if limit else {}))
+        return await run_r2kg_consistent(
+            question, kg, model, **options, tools=tools, **({"max_iterations": limit} if limit else {})
+        )
     if method == "kgr":
         from kg_mcp.agents.kg_reasoner import run_kgr
 

@@ -404,6 +404,51 @@ def check_arguments(call: ToolCall, spec: ToolSpec) -> str | None:
     return None
 
 
+# --- tool modes ---
+
+# `paper`: get_relations and explore_kg as published; `batched`: explore_kg takes several
+# entities; `follow`: the follow tool walks whole relation paths as well.
+TOOL_MODES = {"paper": KG_TOOLS, "batched": KG_TOOLS, "follow": (*KG_TOOLS, "follow")}
+PAPER_ARGUMENTS = {"explore_kg": ("entity", "relations")}
+
+
+def mode_specs(kg: KGClient, tools: str) -> dict[str, ToolSpec]:
+    """The KG tools offered in a mode; in `paper` mode explore_kg has only its published arguments."""
+    if tools not in TOOL_MODES:
+        raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}, not {tools!r}")
+    specs = {name: kg.tool(name) for name in TOOL_MODES[tools]}
+    if tools == "paper":
+        for name, keep in PAPER_ARGUMENTS.items():
+            spec = specs[name]
+            schema = dict(spec.input_schema)
+            schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k in keep}
+            schema["required"] = list(keep)
+            # The description's last paragraph is about the batched form.
+            specs[name] = ToolSpec(spec.name, spec.description.rsplit("\n\n", 1)[0], schema)
+    return specs
+
+
+def explored_parts(tool: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A KG tool's result as single-entity explore_kg results: what the evidence keeps.
+
+    A follow path counts as one relation (`rel1/rel2/...`) from each start entity to the end entities.
+    """
+    if tool == "follow":
+        ends = [e["entity"] for e in data.get("entities") or []]
+        return [
+            {"entity": start, "relations": [{"relation": "/".join(b["path"]), "total": data.get("total", len(ends)), "neighbours": ends}]}
+            for b in data.get("branches") or []
+            for start in b["starts"]
+        ]
+    if "entities" in data:  # batched explore_kg: one entry per (entity, relation)
+        return [{"entity": rel["entity"], "relations": [rel]} for rel in data.get("relations") or []]
+    return [data]
+
+
+def tool_guide(tools: str) -> str:
+    return "" if tools == "paper" else read_prompt(f"r2kg/tools_{tools}.md").template.strip() + "\n"
+
+
 # --- the driver ---
 
 
@@ -441,6 +486,7 @@ async def run_r2kg(
     sampling: Sampling | None = None,
     trace: Trace | None = None,
     prompt_variant: int = 1,
+    tools: str = "paper",
 ) -> AgentResult:
     """One R2-KG run; without a Supervisor the Operator answers itself (one single-agent run).
 
@@ -451,9 +497,10 @@ async def run_r2kg(
     kind = kg_kind(kg.profile)
     resolved = await resolve_topics(run, topics or {})
     evidence = Evidence(topics=resolved)
-    kg_specs = {name: kg.tool(name) for name in KG_TOOLS}
+    kg_specs = mode_specs(kg, tools)
+    guide = tool_guide(tools)
     verify_spec = verification_tool(single)
-    tools = [*kg_specs.values(), verify_spec]
+    offered = [*kg_specs.values(), verify_spec]
 
     if single:
         variant = (prompt_variant - 1) % PROMPT_VARIANTS + 1
@@ -461,10 +508,11 @@ async def run_r2kg(
             approach=read_prompt(f"r2kg/single_variant_{variant}.md").template.strip(),
             examples=_examples(kind, "single"),
             max_iterations=str(max_iterations),
+            tool_guide=guide,
         )
     else:
         system = read_prompt("r2kg/operator.md").render(
-            examples=_examples(kind, "operator"), max_iterations=str(max_iterations)
+            examples=_examples(kind, "operator"), max_iterations=str(max_iterations), tool_guide=guide
         )
     messages = [
         Message("system", system),
@@ -494,7 +542,7 @@ async def run_r2kg(
     try:
         while operator_turns < max_iterations:
             operator_turns += 1
-            reply = await run.ask(operator, messages, role="operator", tools=tools, sampling=sampling)
+            reply = await run.ask(operator, messages, role="operator", tools=offered, sampling=sampling)
             messages.append(reply.as_message())
             turn = await _handle_operator_reply(run, reply, kg_specs, verify_spec, evidence)
             messages.extend(turn.results)
@@ -594,8 +642,9 @@ async def _handle_operator_reply(
             if call.name == "get_relations":
                 evidence.add_relations(result.data)
             else:
-                for hop in evidence.add_explored(result.data):
-                    run.hop(hop.entity, hop.relation, hop.reached)
+                for explored in explored_parts(call.name, result.data):
+                    for hop in evidence.add_explored(explored):
+                        run.hop(hop.entity, hop.relation, hop.reached)
         slots.append(_tool_message(call, result.text, is_error=result.is_error))
     # Tool results in call order; the verification's own result is appended once it is known.
     turn.results = [m for m in slots if m is not None]
@@ -684,6 +733,7 @@ async def run_r2kg_consistent(
     trace: Trace | None = None,
     sampling: Sampling | None = None,
     stop_early: bool = True,
+    tools: str = "paper",
 ) -> AgentResult:
     """Single-agent R2-KG with strict self-consistency: an answer only when all runs agree.
 
@@ -721,6 +771,7 @@ async def run_r2kg_consistent(
             sampling=run_sampling,
             trace=_RunTrace(outer.trace, index),
             prompt_variant=variant,
+            tools=tools,
         )
         results.append(result)
         for role, usage in result.usage.items():

@@ -9,7 +9,7 @@ without a final answer, the run ends as abstained.
 from __future__ import annotations
 
 from kg_mcp.agents.kg_client import KGClient
-from kg_mcp.agents.models.base import Message, Model, Sampling, ToolCall
+from kg_mcp.agents.models.base import Message, Model, Sampling, ToolCall, ToolSpec
 from kg_mcp.agents.run import AgentResult, Run, final_answers, resolve_topics
 from kg_mcp.agents.trace import Trace
 
@@ -18,13 +18,35 @@ from kg_mcp.prompt_files import read_prompt
 TOOL = "search"
 EXEMPLARS = {"wikidata": "wikidata", "freebase": "freebase"}  # any other profile: generic
 ID_EXAMPLES = {"wikidata": "wd:Q42", "freebase": "m.0v1xv"}
+# Tool modes: `paper` is the method as published (search with its three arguments); `batched`
+# lets one search read several entities; `follow` adds the follow tool for whole relation paths.
+TOOL_MODES = {"paper": ("search",), "batched": ("search",), "follow": ("search", "follow")}
+PAPER_ARGUMENTS = ("entity", "direction", "properties_to_filter_for")
 
 
-def system_prompt(profile: str) -> str:
-    """The system prompt with the worked example for this kind of KG."""
+def system_prompt(profile: str, tools: str = "paper") -> str:
+    """The system prompt with the tool guide and the worked example for this mode and kind of KG."""
     kind = EXEMPLARS.get(profile, "generic")
-    exemplars = read_prompt(f"sog/exemplars/{kind}.md").template
-    return read_prompt("sog/system.md").render(exemplars=exemplars, id_example=ID_EXAMPLES.get(profile, "kg:Name"))
+    suffix = "" if tools == "paper" else f"_{tools}"
+    exemplars = read_prompt(f"sog/exemplars/{kind}{suffix}.md").template
+    id_example = ID_EXAMPLES.get(profile, "kg:Name")
+    guide = read_prompt(f"sog/tools_{tools}.md").render(id_example=id_example)
+    return read_prompt("sog/system.md").render(exemplars=exemplars, tool_guide=guide, id_example=id_example)
+
+
+def tool_specs(kg: KGClient, tools: str) -> list[ToolSpec]:
+    """The tools the model is offered in a mode; in `paper` mode, search as the paper describes it."""
+    if tools not in TOOL_MODES:
+        raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}, not {tools!r}")
+    specs = [kg.tool(name) for name in TOOL_MODES[tools]]
+    if tools != "paper":
+        return specs
+    search = specs[0]
+    schema = dict(search.input_schema)
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k in PAPER_ARGUMENTS}
+    schema["required"] = ["entity"]
+    # The description's last paragraph is about the new arguments: the paper's tool goes without it.
+    return [ToolSpec(search.name, search.description.rsplit("\n\n", 1)[0], schema)]
 
 
 def question_message(question: str, topics: dict[str, str]) -> str:
@@ -41,17 +63,18 @@ async def run_sog(
     max_turns: int = 20,
     sampling: Sampling | None = None,
     trace: Trace | None = None,
+    tools: str = "paper",
 ) -> AgentResult:
     run = Run("sog", question, kg, trace)
+    specs = tool_specs(kg, tools)
     resolved = await resolve_topics(run, topics or {})
-    messages = [Message("system", system_prompt(kg.profile)), Message("user", question_message(question, resolved))]
-    tools = [kg.tool(TOOL)]
+    messages = [Message("system", system_prompt(kg.profile, tools)), Message("user", question_message(question, resolved))]
     while run.turns < max_turns:
-        reply = await run.ask(model, messages, tools=tools, sampling=sampling)
+        reply = await run.ask(model, messages, tools=specs, sampling=sampling)
         messages.append(reply.as_message())
         if reply.tool_calls:
             for call in reply.tool_calls:
-                messages.append(await _search(run, call))
+                messages.append(await _search(run, call, [t.name for t in specs]))
             continue
         answers = final_answers(reply.text)
         if answers is not None:
@@ -62,25 +85,42 @@ async def run_sog(
     return run.finish([], abstained=True, topics=resolved)
 
 
-async def _search(run: Run, call: ToolCall) -> Message:
-    """Run one search call; anything else the model asks for gets an error it can act on."""
+async def _search(run: Run, call: ToolCall, offered: list[str]) -> Message:
+    """Run one offered tool call; anything else the model asks for gets an error it can act on."""
 
     def error(text: str) -> Message:
         run.note("refused tool call", tool=call.name, reason=text)
         return Message("tool", text, tool_call_id=call.id, name=call.name, is_error=True)
 
-    if call.name != TOOL:
-        return error(f"Unknown tool {call.name!r}: only `search` is available here.")
+    if call.name not in offered:
+        return error(f"Unknown tool {call.name!r}: only {', '.join(f'`{t}`' for t in offered)} can be called here.")
     if call.malformed is not None:
         return error(
             "The arguments were not a JSON object. Call search with "
             '{"entity": "<id>", "direction": "outgoing" or "incoming", "properties_to_filter_for": [...]}.'
         )
-    result = await run.tool(TOOL, call.arguments)
+    result = await run.tool(call.name, call.arguments)
     if not result.is_error and result.data:
-        reached = [row["value"]["id"] for row in result.data.get("rows", []) if row["value"]["kind"] == "iri"]
-        prefix = "~" if result.data.get("direction") == "incoming" else ""
-        relations = call.arguments.get("properties_to_filter_for") or [None]
-        relation = ", ".join(prefix + r for r in relations if r) or None
-        run.hop(result.data["entity"]["id"], relation, reached)
-    return Message("tool", result.text, tool_call_id=call.id, name=TOOL, is_error=result.is_error)
+        _record_hops(run, call, result.data)
+    return Message("tool", result.text, tool_call_id=call.id, name=call.name, is_error=result.is_error)
+
+
+def _record_hops(run: Run, call: ToolCall, data: dict) -> None:
+    """The trace's path: which entities a call reached from which, by which relation."""
+    if call.name == "follow":
+        reached = [e["entity"]["id"] for e in data.get("entities", []) if e["entity"]["kind"] == "iri"]
+        for branch in data.get("branches", []):
+            for start in branch["starts"]:
+                run.hop(start["id"], "/".join(branch["path"]), reached)
+        return
+    prefix = "~" if data.get("direction") == "incoming" else ""
+    relations = call.arguments.get("properties_to_filter_for") or [None]
+    relation = ", ".join(prefix + r for r in relations if r) or None
+    if "entity" in data:  # one entity
+        reached = [row["value"]["id"] for row in data.get("rows", []) if row["value"]["kind"] == "iri"]
+        run.hop(data["entity"]["id"], relation, reached)
+        return
+    for part in data.get("entities", []):  # the batched form
+        entity = part["entity"]["id"]
+        reached = [r["value"]["id"] for r in data.get("rows", []) if r["entity"] == entity and r["value"]["kind"] == "iri"]
+        run.hop(entity, relation, reached)

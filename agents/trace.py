@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 
 class Trace:
-    def __init__(self, path: str | Path | None = None):
+    """The events of one run, written as they happen; `listener` (if any) sees each one too."""
+
+    def __init__(self, path: str | Path | None = None, *, listener: Callable[[dict[str, Any]], None] | None = None):
         self.path = Path(path) if path else None
+        self.listener = listener
         self._file: IO[str] | None = None
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -27,6 +31,8 @@ class Trace:
     def event(self, type_: str, **data: Any) -> None:
         record = {"t": round(time.perf_counter() - self._started, 4), "type": type_, **data}
         self.events.append(record)
+        if self.listener is not None:
+            self.listener(record)
         if self._file:
             self._file.write(json.dumps(record, ensure_ascii=False, default=_plain) + "\n")
             self._file.flush()

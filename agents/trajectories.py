@@ -4,10 +4,11 @@
 first event is `start`, as `kg_mcp.agents.trace` writes them) and writes one record per finished run:
 
     {"source", "method", "question", "topics", "prompt", "completion", "messages",
-     "predicted", "abstained", "gold", "searches", "format_problems", "reward"}
+     "predicted", "abstained", "gold", "searches", "format_problems", "reward", "ranked_by"}
 
 `prompt` is KG-Reasoner's flat prompt ending in `<think>`, `completion` what follows it up to
-`</answer>`; `messages` holds the same as a chat (system, user, assistant). A KG-Reasoner trace
+`</answer>`; `messages` holds the same as a chat (system, user, assistant); `ranked_by` names the rankers that
+ordered the run's `kgr_search` results (the server's KG_MCP_RANKER: `lexical`, `embedding`, `gnn`). A KG-Reasoner trace
 gives its completion as the model wrote it (with the triples the driver inserted). Another
 driver's trace is rewritten into the form: each model reply's text becomes reasoning, each KG
 tool call on an entity a `<search>` whose `<triples>` are its result (tool rows turned into
@@ -139,7 +140,14 @@ def trajectory(events: list[dict[str, Any]], *, gold: dict[str, list[str]] | Non
         "searches": searches,
         "format_problems": format_problems(OPEN + completion) + repaired,
         "reward": score.to_dict(),
+        "ranked_by": rankers_used(events),
     }
+
+
+def rankers_used(events: list[dict[str, Any]]) -> list[str]:
+    """The rankers named by the run's kgr_search results, in order of first use."""
+    names = ((e.get("data") or {}).get("ranked_by") for e in events if e.get("type") == "tool_result" and e.get("tool") == "kgr_search")
+    return list(dict.fromkeys(n for n in names if n))
 
 
 def rewritten(events: list[dict[str, Any]], predicted: list[str]) -> str:

@@ -42,6 +42,8 @@ class Vocabulary:
         # Longest namespace first, so wdt: wins over p: for .../prop/direct/P19.
         self._by_length = sorted(((ns, pfx) for pfx, ns in self.prefixes.items()), key=lambda x: -len(x[0]))
         self._compact_cache: dict[str, str] = {}
+        # Where a namespace came from, when not from the profile: "store", "setting", "void", "sample".
+        self.sources: dict[str, str] = {}
 
     def compact(self, term: ox.NamedNode | ox.BlankNode | ox.Literal) -> str:
         """The shortest id that `parse` reads back as the same term; literals become their text."""

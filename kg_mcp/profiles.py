@@ -9,6 +9,7 @@ qualifiers are modelled. Tools never branch on the profile; backends consult it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kg_mcp.namespaces import RDF_TYPE, RDFS_LABEL
@@ -41,6 +42,9 @@ class StatementModel:
     claim: str  # entity → statement node, e.g. p:
     value: str  # statement node → main value, e.g. ps:
     qualifier: str  # statement node → qualifier values, e.g. pq:
+    value_node: str = ""  # statement node → full value node (psv:), which carries a date's precision
+    qualifier_node: str = ""  # statement node → full qualifier value node (pqv:)
+    time_precision: str = ""  # value node → precision of a date (9 year, 10 month, 11 day)
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class Profile:
     name: str
     prefixes: dict[str, str]
     label_predicates: tuple[str, ...] = (RDFS_LABEL, SKOS + "prefLabel", SCHEMA + "name")
+    # Other names of an entity, found by find_entities (and shown as an `alias` match).
+    alias_predicates: tuple[str, ...] = (SKOS + "altLabel",)
     description_predicates: tuple[str, ...] = (SCHEMA + "description", RDFS + "comment")
     # Predicates (and namespaces) that are bookkeeping, not facts: left out of neighbourhoods.
     hidden_predicates: frozenset[str] = frozenset()
@@ -66,6 +72,19 @@ class Profile:
     statements: StatementModel | None = None
     # Entity search service of the public endpoint (Wikidata's mwapi), used only on that endpoint.
     entity_search: str | None = None
+    # (predicate, object) that marks a property entity as an external identifier (an ISNI, a VIAF
+    # id): such properties are summed up in one line of a large neighbourhood instead of listed.
+    identifier_mark: tuple[str, str] | None = None
+    # Shown as the label of a bare-id node that has no name (Freebase's mediator/CVT nodes), so a
+    # model knows to search through it instead of taking the blank as a dead end.
+    unnamed_node_label: str | None = None
+
+    def unnamed_label_of(self, iri: str) -> str | None:
+        """The label an unnamed node with this IRI gets, or None when the profile has no such nodes."""
+        namespace, pattern = self.bare_namespace, self.bare_id_pattern
+        if self.unnamed_node_label and namespace and pattern and iri.startswith(namespace):
+            return self.unnamed_node_label if re.fullmatch(pattern, iri[len(namespace) :]) else None
+        return None
 
     def is_hidden(self, predicate: str) -> bool:
         return predicate in self.hidden_predicates or predicate.startswith(self.hidden_namespaces)
@@ -145,19 +164,28 @@ WIKIDATA = Profile(
     relation_of_entity=(r"^http://www\.wikidata\.org/entity/(P[0-9]+)$", WD_PROP + r"direct/\1"),
     property_entity=(r"^http://www\.wikidata\.org/prop/(?:[a-z-]+/)*(P[0-9]+)$", WD + r"\1"),
     statements=StatementModel(
-        direct=WD_PROP + "direct/", claim=WD_PROP, value=WD_PROP + "statement/", qualifier=WD_PROP + "qualifier/"
+        direct=WD_PROP + "direct/",
+        claim=WD_PROP,
+        value=WD_PROP + "statement/",
+        qualifier=WD_PROP + "qualifier/",
+        value_node=WD_PROP + "statement/value/",
+        qualifier_node=WD_PROP + "qualifier/value/",
+        time_precision=WIKIBASE + "timePrecision",
     ),
     entity_search="mwapi",
+    identifier_mark=(WIKIBASE + "propertyType", WIKIBASE + "ExternalId"),
 )
 
 FREEBASE_PROFILE = Profile(
     name="freebase",
     prefixes={**COMMON_PREFIXES, "ns": FREEBASE, "fb": FREEBASE},
     label_predicates=(FREEBASE + "type.object.name", RDFS_LABEL),
+    alias_predicates=(FREEBASE + "common.topic.alias",),
     description_predicates=(FREEBASE + "common.topic.description",),
     hidden_predicates=frozenset({FREEBASE + "type.object.name", RDFS_LABEL, FREEBASE + "common.topic.description"}),
     bare_namespace=FREEBASE,
     bare_id_pattern=r"[mg]\.[0-9a-z_]+",
+    unnamed_node_label="(unnamed mediator node: it has no name; search it to reach the entities it links)",
 )
 
 DBPEDIA = Profile(
@@ -195,6 +223,14 @@ DETECTION_PROBES = (
     (DBPEDIA, "http://dbpedia.org/ontology/abstract"),
     (DBPEDIA, "http://dbpedia.org/ontology/wikiPageID"),
 )
+
+
+def detect_profile(ask: Callable[[str], bool]) -> Profile:
+    """The profile whose predicates the KG uses, from ASK queries run by `ask` (GENERIC if none)."""
+    for candidate, predicate in DETECTION_PROBES:
+        if ask(f"ASK {{ ?s <{predicate}> ?o }}"):
+            return candidate
+    return GENERIC
 
 
 def get_profile(name: str) -> Profile:

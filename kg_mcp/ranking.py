@@ -14,9 +14,12 @@ ties keep the input order). Shipped:
   encoder plugs in as `EmbeddingRanker(encode)`, where `encode(texts)` returns one vector per
   text (a sentence-transformers model's `.encode`, for instance).
 
-`ranker_from_env()` picks one from KG_MCP_RANKER: `lexical`, `embedding`, or `module:factory`
-for your own (a learned scorer, such as the graph-attention scorer KG-Reasoner trains, fits
-here: it gets the question and the candidate texts).
+- `gnn`: KG-Reasoner's graph-attention ranker (`kg_mcp.gnn_ranker`), trained here with
+  `kg-mcp train-ranker`; `gnn` loads the model shipped in the package, `gnn:FILE` another. It is a
+  `GraphRanker`: besides texts it scores `RankItem`s, each candidate with its own neighbours.
+
+`ranker_from_env()` picks one from KG_MCP_RANKER: `lexical`, `embedding`, `gnn`, `gnn:FILE`, or
+`module:factory` for your own.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from kg_mcp.errors import ConfigError
@@ -38,6 +42,36 @@ class Ranker(Protocol):
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
         """One relevance score per text; only their order matters."""
+        ...
+
+
+@dataclass(frozen=True)
+class Link:
+    """One edge seen from an entity: the relation's label, whether it is walked backwards (the
+    entity is the object), and the label of the entity at the other end."""
+
+    relation: str
+    backwards: bool
+    entity: str
+
+
+@dataclass(frozen=True)
+class RankItem:
+    """A candidate for a graph-aware ranker: the edge that reaches it from the explored entity,
+    and the candidate's own neighbours (empty for a literal or a relation-only candidate)."""
+
+    link: Link
+    context: tuple[Link, ...] = ()
+
+
+@runtime_checkable
+class GraphRanker(Ranker, Protocol):
+    """A ranker that looks past the triple: `kgr_search` gives it each candidate's neighbours."""
+
+    context_size: int  # neighbours wanted per candidate and direction
+
+    def score_items(self, question: str, items: Sequence[RankItem]) -> list[float]:
+        """One relevance score per item; only their order matters."""
         ...
 
 
@@ -170,15 +204,20 @@ class _Lazy:
 
 
 def get_ranker(spec: str | None = None) -> Ranker:
-    """`lexical` (default), `embedding`, or `module:factory` (a callable returning a Ranker)."""
+    """`lexical` (default), `embedding`, `gnn` (the shipped model), `gnn:FILE`, or `module:factory`
+    (a callable returning a Ranker)."""
     spec = (spec or "lexical").strip()
     if spec == "lexical":
         return LexicalRanker()
     if spec == "embedding":
         return _Lazy("embedding", lambda: EmbeddingRanker(static_encoder()))
+    if spec == "gnn" or spec.startswith("gnn:"):
+        from kg_mcp.gnn_ranker import load_ranker
+
+        return load_ranker(spec.partition(":")[2] or None)
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
-        raise ConfigError(f"unknown ranker {spec!r}: use lexical, embedding, or module:factory")
+        raise ConfigError(f"unknown ranker {spec!r}: use lexical, embedding, gnn, gnn:FILE, or module:factory")
     try:
         factory = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:

@@ -14,10 +14,13 @@ from typing import Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from kg_mcp import __version__
+from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
@@ -32,13 +35,54 @@ Transport = Literal["stdio", "http", "sse"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+class KGServer(MCPServer):
+    """MCPServer whose tools publish portable input schemas (kg_mcp.arguments) and answer a bad
+    call with an error in our words, for every registered tool, before the SDK validates it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._arguments: dict[str, tuple[object, ToolArguments]] = {}
+
+    async def list_tools(self):
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema = self.arguments(tool.name).schema
+        return tools
+
+    async def call_tool(self, name, arguments, context=None):
+        checks = self.arguments(name)
+        try:
+            arguments = checks.prepare(arguments)
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as error:
+                if not isinstance(error.__cause__, ValidationError) or isinstance(error, UnexpectedToolError):
+                    raise
+            # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
+            checks.explain(arguments)
+            raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
+        except ArgumentError as error:
+            raise ToolError(str(error)) from None
+
+    def arguments(self, name: str) -> ToolArguments:
+        """The tool's published schema and checker, made once per registration."""
+        # The tool manager is the SDK's registry of record (its own _tool_input_schema reads it too).
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            known = ", ".join(t.name for t in self._tool_manager.list_tools())
+            raise ToolError(f"Unknown tool: {name}. The tools are: {known}.")
+        if name not in self._arguments or self._arguments[name][0] is not tool:
+            self._arguments[name] = (tool, ToolArguments(name, tool.parameters))
+        return self._arguments[name][1]
+
+
 def build_server(
     backend: Backend,
     settings: Settings | None = None,
     *,
     auth_token: str | None = None,
     public_url: str = "http://127.0.0.1:8000",
-) -> MCPServer:
+) -> KGServer:
     """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given)."""
     settings = settings or Settings()
     auth = {}
@@ -47,7 +91,7 @@ def build_server(
             "token_verifier": StaticTokenVerifier(auth_token),
             "auth": AuthSettings(issuer_url=public_url, resource_server_url=None, validate_token_resource=False),
         }
-    server = MCPServer(
+    server = KGServer(
         "kg-mcp",
         title="Knowledge-graph tools",
         version=__version__,
@@ -65,7 +109,16 @@ def build_server(
 def _add_resources(server: MCPServer, backend: Backend) -> None:
     @server.resource("kg://profile", name="profile", description="The KG's schema profile and prefixes (cheap).", mime_type="application/json")
     def profile() -> str:
-        return json.dumps({"profile": backend.profile.name, "prefixes": backend.vocab.prefixes})
+        vocab = backend.vocab
+        return json.dumps(
+            {
+                "profile": backend.profile.name,
+                "prefixes": vocab.prefixes,
+                "bare_namespaces": vocab.bare_namespaces,
+                # "profile" unless the store, a --prefix setting or the endpoint (VoID, a sample) gave it
+                "prefix_sources": {ns: vocab.sources.get(ns, "profile") for ns in [*vocab.prefixes.values(), *vocab.bare_namespaces]},
+            }
+        )
 
     @server.resource("kg://schema", name="schema", description="Prefixes and the most used relations of the KG.", mime_type="application/json")
     def schema() -> str:
@@ -96,7 +149,15 @@ def _add_resources(server: MCPServer, backend: Backend) -> None:
     def stats() -> str:
         s = backend.stats()
         return json.dumps(
-            {"kind": s.kind, "profile": s.profile, "triples": s.triples, "entities": s.entities, "relations": s.relations, **s.details},
+            {
+                "kind": s.kind,
+                "profile": s.profile,
+                "triples": s.triples,
+                "entities": s.entities,
+                "relations": s.relations,
+                "lower_bounds": s.bounded,  # true: each count is "at least" that many
+                **s.details,
+            },
             indent=1,
         )
 

@@ -105,25 +105,100 @@ def oxigraph_cli() -> str:
     return found
 
 
-@pytest.fixture(scope="session")
-def sparql_endpoint(tmp_path_factory):
-    """`oxigraph serve` on a loopback port, loaded with the real Wikidata sample; yields the query URL."""
-    location = tmp_path_factory.mktemp("oxigraph-serve")
+def _oxigraph_serve(location: Path, source: Path):
+    """`oxigraph serve-read-only` on a loopback port over `source`; yields the query URL."""
     cli = oxigraph_cli()
-    subprocess.run([cli, "load", "--location", str(location), "--file", str(_require(WIKIDATA_SAMPLE))], check=True, capture_output=True)
+    subprocess.run([cli, "load", "--location", str(location), "--file", str(source)], check=True, capture_output=True)
     port = free_port()
     process = subprocess.Popen(
         [cli, "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    url = f"http://127.0.0.1:{port}/query"
     try:
         wait_for_http(f"http://127.0.0.1:{port}/")
-        yield url
+        yield f"http://127.0.0.1:{port}/query"
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# The remote-backend tests run against each real engine: `oxigraph serve` and Virtuoso.
+ENGINES = ("oxigraph", "virtuoso")
+# Small enough that tests can reach it, far above what any tool asks for in one query.
+VIRTUOSO_MAX_ROWS = 5000
+
+
+@pytest.fixture(scope="session")
+def virtuoso(tmp_path_factory):
+    """One private Virtuoso for the session; each data set is a graph of its own (`Virtuoso.url`)."""
+    from virtuoso import Virtuoso, installed
+
+    problem = installed()
+    if problem:
+        pytest.fail(problem)
+    server = Virtuoso(
+        tmp_path_factory.mktemp("virtuoso"), sql_port=free_port(), http_port=free_port(), max_rows=VIRTUOSO_MAX_ROWS
+    ).start()
+    loaded: set[str] = set()
+
+    def serve(name: str, source: Path) -> str:
+        graph = f"urn:kg-mcp:test:{name}"
+        if graph not in loaded:
+            server.load(source, graph)
+            loaded.add(graph)
+        return server.url(graph)
+
+    server.serve = serve
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def store_as_ntriples(store_dir: Path, target: Path) -> Path:
+    """The default graph of a kg-mcp store as N-Triples, for loading into another engine."""
+    store = ox.Store.read_only(str(store_dir))
+    store.dump(str(target), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+    return target
+
+
+@pytest.fixture(scope="session")
+def oxigraph_endpoint(tmp_path_factory):
+    """`oxigraph serve` on a loopback port, loaded with the real Wikidata sample; yields the query URL."""
+    yield from _oxigraph_serve(tmp_path_factory.mktemp("oxigraph-serve"), _require(WIKIDATA_SAMPLE))
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def sparql_endpoint(request):
+    """The real Wikidata sample behind each real engine in turn; yields the query URL."""
+    if request.param == "oxigraph":
+        return request.getfixturevalue("oxigraph_endpoint")
+    return request.getfixturevalue("virtuoso").serve("wikidata", _require(WIKIDATA_SAMPLE))
+
+
+@pytest.fixture(scope="session")
+def engine_endpoints(tmp_path_factory, request):
+    """`url(engine, name, source)`: an endpoint of `engine` serving the N-Triples file `source`, started once."""
+    started: dict[tuple[str, str], str] = {}
+    closers = []
+
+    def url(engine: str, name: str, source: Path) -> str:
+        key = (engine, name)
+        if key not in started:
+            if engine == "virtuoso":
+                started[key] = request.getfixturevalue("virtuoso").serve(name, source)
+            else:
+                serving = _oxigraph_serve(tmp_path_factory.mktemp(f"oxigraph-{name}"), source)
+                started[key] = next(serving)
+                closers.append(serving)
+        return started[key]
+
+    try:
+        yield url
+    finally:
+        for serving in closers:
+            serving.close()
 
 
 @pytest.fixture

@@ -115,8 +115,8 @@ def test_oracle_command_builds_the_store_or_prints_how(tmp_path, data_dir):
     assert done.returncode == 0, done.stderr[-2000:]
     assert store_path(bench, cache).is_dir()  # built automatically
     header, line = done.stdout.splitlines()[:2]
-    assert header.split()[:3] == ["benchmark", "questions", "recall"]
-    assert line.split()[:4] == ["pathquestion-2h", "30", "of", "1,908"]
+    assert header.split()[:4] == ["benchmark", "mode", "questions", "recall"]
+    assert line.split()[:5] == ["pathquestion-2h", "sog", "30", "of", "1,908"]
     summary = json.loads((tmp_path / "out" / "oracle-pathquestion-2h.json").read_text())
     rows = (tmp_path / "out" / "oracle-pathquestion-2h.jsonl").read_text().splitlines()
     assert summary["questions"] == len(rows) == 30
@@ -126,3 +126,26 @@ def test_oracle_command_builds_the_store_or_prints_how(tmp_path, data_dir):
 def test_oracle_refuses_benchmarks_without_gold_paths(data_dir):
     out = kg_mcp("eval", "--oracle", "--benchmark", "qald10", "--data", str(data_dir))
     assert out.returncode == 1 and "--oracle needs gold paths" in out.stderr
+
+
+async def test_oracle_modes_reach_what_sog_reaches_in_fewer_calls_and_tokens(data_dir, metaqa):
+    bench = load_benchmark("metaqa-3hop", data_dir)
+    questions = select(bench.questions, sample=SAMPLE, seed=11)
+    async with KGClient.connect(server=metaqa) as kg:
+        runs = {mode: await run_oracle(bench, questions, kg, progress=False, mode=mode) for mode in ("sog", "batched", "follow")}
+    sog, batched, follow = (runs[m][1] for m in ("sog", "batched", "follow"))
+    for s, b, f, question in zip(sog, batched, follow, questions):
+        # the same answers reach the text in every mode
+        assert s.recalled == b.recalled == f.recalled, question.id
+        assert f.calls == 1 and b.calls == len(question.gold_path) <= s.calls
+    assert runs["follow"][0]["mode"] == "follow" and runs["follow"][0]["calls_max"] == 1
+    assert sum(f.tokens for f in follow) < sum(b.tokens for b in batched) < sum(s.tokens for s in sog)
+
+
+def test_oracle_command_mode_and_json(tmp_path, data_dir):
+    done = kg_mcp("eval", "--oracle", "--mode", "follow", "--json", "--benchmark", "metaqa-1hop", "--data", str(data_dir),
+                  "--sample", "10", "--store-cache", str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["mode"] == "follow" and summary["questions"] == 10 and summary["calls_mean"] == 1.0
+    assert summary["recall"] is not None and summary["tokens_mean"] > 0

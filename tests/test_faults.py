@@ -25,12 +25,13 @@ import time
 import anyio
 import httpx2
 import pytest
+from fault_proxy import Fault, FaultProxy, kg_mcp_server
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from fault_proxy import Fault, FaultProxy, kg_mcp_server
 from kg_mcp.backends import open_endpoint
 from kg_mcp.errors import EndpointError
+from kg_mcp.profiles import WIKIDATA
 from kg_mcp.settings import Settings
 from kg_mcp.tools import get_relations, search
 
@@ -59,7 +60,12 @@ def proxy(sparql_endpoint):
 
 
 def _backend(url: str, **settings):
-    return open_endpoint(url, profile="wikidata", settings=Settings(contact="mailto:kg-mcp-tests@example.org", **settings))
+    # Prefixes are not sampled at start here: each test counts the requests of the calls it makes.
+    return open_endpoint(
+        url,
+        profile="wikidata",
+        settings=Settings(contact="mailto:kg-mcp-tests@example.org", prefix_discovery=False, **settings),
+    )
 
 
 def _educated_at(backend) -> list:
@@ -123,6 +129,14 @@ def test_persistent_faults_fail_clearly_within_the_timeout(proxy, name):
     assert caught.value.hint, "the model is told what to do"
     assert 1 <= len(proxy.seen) <= retries + 1, [s.fault for s in proxy.seen]  # retries, within bounds
     assert elapsed < timeout_s + 5, f"hung for {elapsed:.1f} s past a {timeout_s} s limit"  # a bound on hanging
+
+
+def test_prefix_discovery_on_a_failing_endpoint_does_not_stop_the_start(proxy):
+    proxy.add(Fault.error(500))
+    backend = open_endpoint(proxy.url, profile="wikidata", settings=Settings(timeout_s=2, retries=1))
+    # The first failed look gives up discovery: the profile's prefixes only, ids of others in full.
+    assert backend.vocab.prefixes == WIKIDATA.prefixes and backend.vocab.sources == {}
+    assert 1 <= len(proxy.seen) <= 2
 
 
 # --- a kg-mcp server in front of a failing endpoint keeps serving its other clients --------------

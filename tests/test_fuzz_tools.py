@@ -49,7 +49,7 @@ from kg_mcp.backends import open_demo
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.errors import KGError, QueryRefused
 from kg_mcp.settings import Settings
-from kg_mcp.tools import ToolOutput, explore_kg, find_entities, get_relations, search, sparql, verify
+from kg_mcp.tools import ToolOutput, explore_kg, find_entities, follow, get_relations, search, sparql, verify
 from kg_mcp.tools.verify import PathClaim, TripleClaim
 
 CASES = int(os.environ.get("KG_FUZZ_CASES", "10000"))
@@ -296,10 +296,37 @@ def test_fuzz_search():
             filters = g.args(RELATIONS, 3, mostly_valid=pick < 0.7)
         else:
             filters = RELATIONS * 4  # past the 50-filter limit
-        run_case(stats, search, g.arg(ENTITIES), direction, filters)
+        limit = g.r.choice([0, 0, 0, 1, 5, -1, 10**9])
+        if g.r.random() < 0.3:  # the batched form: several entities, one table
+            run_case(stats, search, "", direction, filters, limit, g.args(ENTITIES, 4, mostly_valid=g.r.random() < 0.6))
+        else:
+            run_case(stats, search, g.arg(ENTITIES), direction, filters, limit)
 
     case()
     _report("search", stats)
+
+
+def test_fuzz_follow():
+    stats = Counter()
+
+    @FUZZ
+    @given(seed=SEEDS)
+    def case(seed):
+        g = Gen(seed)
+        pick = g.r.random()
+        limit = g.r.choice([0, 0, 1, 3, -2, 10**6])
+        if pick < 0.3:  # intersected paths, each [start, relation...]
+            paths = [[g.arg(ENTITIES), *g.args(RELATIONS, 3, mostly_valid=True)] for _ in range(g.r.randint(0, 6))]
+            run_case(stats, follow, "", [], [], paths, limit)
+        elif pick < 0.98:
+            starts = g.args(ENTITIES, 3, mostly_valid=True) if pick < 0.45 else []
+            path = g.args(RELATIONS, 4, mostly_valid=pick < 0.7)
+            run_case(stats, follow, g.arg(ENTITIES) if not starts else "", path, starts, [], limit)
+        else:
+            run_case(stats, follow, g.arg(ENTITIES), RELATIONS * 2, [], [], 0)  # past the hop limit
+
+    case()
+    _report("follow", stats)
 
 
 def test_fuzz_get_relations():
@@ -323,7 +350,10 @@ def test_fuzz_explore_kg():
         g = Gen(seed)
         pick = g.r.random()
         relations = g.args(RELATIONS, 3, mostly_valid=pick < 0.6) if pick < 0.98 else RELATIONS * 3  # past 30
-        run_case(stats, explore_kg, g.arg(ENTITIES), relations)
+        if g.r.random() < 0.3:  # the batched form
+            run_case(stats, explore_kg, "", relations, g.args(ENTITIES, 4, mostly_valid=True), g.r.choice([0, 2, -1]))
+        else:
+            run_case(stats, explore_kg, g.arg(ENTITIES), relations)
 
     case()
     _report("explore_kg", stats)
@@ -439,6 +469,12 @@ def test_fuzz_sparql():
 def test_sparql_invalid_unicode_escape_is_a_tool_error():
     with pytest.raises(KGError):
         sparql(BACKEND, SETTINGS, "SELECT * WHERE { ?s ?p ?o } # \\UFFFFFFFF")
+
+
+def test_sparql_nested_too_deeply_is_a_tool_error():
+    query = "SELECT * WHERE { ?s ?p ?o FILTER(" + "(" * 300 + "1" + ")" * 300 + ") }"
+    with pytest.raises(KGError, match="nested too deeply"):
+        sparql(BACKEND, SETTINGS, query)
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,18 @@ async def test_two_tool_calls_then_two_results(api):
         assert [t["function"]["name"] for t in sent["tools"]] == ["search", "lookup"]
         assert sent["tools"][0] == {
             "type": "function",
-            "function": {"name": "search", "description": "Find.", "parameters": SEARCH.input_schema},
+            "function": {
+                "name": "search",
+                "description": "Find.",
+                # strict mode: every property required, the optional one nullable (tests/test_strict_tools.py)
+                "parameters": {
+                    "type": "object",
+                    "properties": {"q": {"type": ["string", "null"], "description": "Null leaves it out."}},
+                    "required": ["q"],
+                    "additionalProperties": False,
+                },
+                "strict": True,
+            },
         }
     else:
         assert sent["system"] == "You answer questions."

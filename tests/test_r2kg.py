@@ -560,3 +560,71 @@ def test_prompt_files_fill_every_field(kind):
         assert prompt.description
         filled = prompt.render(**{a: "x" for a in prompt.arguments})
         assert not re.search(r"\{[a-z_]+\}", filled)
+
+
+# --- tool modes: batched explore_kg and follow ---
+
+_BATCH = re.compile(r"^\| (\S+) \| (\S+) \| (\S+) \| (.*) \|$")
+
+
+def mode_walker(path: list[str], mode: str, exclude: str):
+    """A single-agent Operator that lists the topic's relations, then walks `path` with one
+    follow call (follow mode) or one explore_kg call a hop (batched), then answers."""
+
+    def policy(messages: list[Message], tools) -> Reply:
+        names = {t.name for t in tools}
+        assert names == ({"get_relations", "explore_kg", "verification"} | ({"follow"} if mode == "follow" else set()))
+        assert "entities" in next(t for t in tools if t.name == "explore_kg").input_schema["properties"]
+        step = sum(m.role == "assistant" for m in messages)
+        topic = topic_id(messages)
+        last = [m for m in messages if m.role == "tool"][-1:]
+        if step == 0:
+            return Reply("", [call("get_relations", entity=topic)])
+        if mode == "follow":
+            if step == 1:
+                return Reply("", [call("follow", entity=topic, path=path)])
+            rows = [line.split(" | ") for line in last[0].content.splitlines() if line.startswith("| ") and " | " in line]
+            labels = sorted({r[1] for r in rows[1:] if r[1] and r[0] != "| entity"} - {exclude})
+            return Reply("", [call("verification", answers=labels, reasoning="follow")])
+        if step == 1:
+            return Reply("", [call("explore_kg", entity=topic, relations=[path[0]])])
+        if step == 2:
+            frontier = [i for i, _ in reached(messages, path[0]) if i != topic]
+            return Reply("", [call("explore_kg", entities=frontier, relations=[path[1]])])
+        rows = [_BATCH.match(line) for line in last[0].content.splitlines()]
+        found = {m.group(4) for m in rows if m and m.group(2) == path[1]}
+        found |= {label for _, label in reached(messages, path[1])}  # a frontier of one: the single-entity table
+        labels = sorted(found - {exclude})
+        return Reply("", [call("verification", answers=labels, reasoning="batched")])
+
+    return policy
+
+
+@pytest.mark.parametrize("mode", ["batched", "follow"])
+@pytest.mark.parametrize("index", [0, 7])
+async def test_tool_modes_walk_the_gold_path_in_fewer_calls(metaqa, metaqa_2hop, mode, index):
+    q = metaqa_2hop[index]
+    path = q["gold_relation_path"]
+    operator = ScriptedModel(mode_walker(path, mode, q["topic_entity"]), name="operator")
+    async with KGClient.connect(server=metaqa) as kg:
+        result = await run_r2kg(q["question"], kg, operator, None, topics={q["topic_entity"]: None}, tools=mode)
+    assert set(result.answers) == set(q["answers"]), q["id"]
+    kg_calls = [c for m in operator.seen[-1]["messages"] if m.role == "assistant" for c in m.tool_calls if c.name != "get_relations"]
+    assert len(kg_calls) == (1 if mode == "follow" else 2)
+    # the evidence keeps what was walked: one hop per relation (follow: the whole path as one)
+    relations = {h.relation for h in result.path}
+    assert relations == ({"/".join(path)} if mode == "follow" else set(path))
+    system = operator.seen[0]["messages"][0].content
+    assert "entities=" in system and ("follow(" in system) is (mode == "follow")
+
+
+async def test_paper_mode_offers_the_published_tools(metaqa):
+    operator = ScriptedModel([verify_with()], name="operator")
+    async with KGClient.connect(server=metaqa) as kg:
+        await run_r2kg("who directed [Jaws]", kg, operator, None, topics={"Jaws": "kg:Jaws"})
+        with pytest.raises(ValueError, match="tools must be one of"):
+            await run_r2kg("q", kg, operator, None, topics={}, tools="all")
+    tools = {t.name: t for t in operator.seen[0]["tools"]}
+    assert set(tools) == {"get_relations", "explore_kg", "verification"}
+    assert set(tools["explore_kg"].input_schema["properties"]) == {"entity", "relations"}
+    assert "entities=" not in operator.seen[0]["messages"][0].content

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -61,14 +62,14 @@ def test_search_filtered_with_qualifiers(remote, prop):
     st_johns, brentwood = by_value["wd:Q691283"], by_value["wd:Q4961791"]
     assert (st_johns.value.label, brentwood.value.label) == ("St John's College", "Brentwood School")
     quals = {(q.property, q.propertyLabel): q.value for q in st_johns.qualifiers}
-    assert quals[("pq:P580", "start time")].id.startswith("1971-01-01")
-    assert quals[("pq:P582", "end time")].id.startswith("1974-01-01")
-    assert quals[("pq:P580", "start time")].datatype == "xsd:dateTime"
-    brentwood_quals = {q.property: q.value.id[:4] for q in brentwood.qualifiers}
-    assert brentwood_quals == {"pq:P580": "1959", "pq:P582": "1970"}
-    # The markdown the model reads carries the qualifiers in the label column, dates shortened.
-    assert "St John's College [" in out.text and "start time: 1971-01-01" in out.text
-    assert "end time: 1974-01-01" in out.text and "T00:00:00Z" not in out.text
+    # Year-precision dates (wikibase:timePrecision 9 on the value node) as years, start before end.
+    assert quals[("pq:P580", "start time")].id == "1971" and quals[("pq:P582", "end time")].id == "1974"
+    assert quals[("pq:P580", "start time")].datatype == "xsd:gYear"
+    brentwood_quals = [(q.property, q.value.id) for q in brentwood.qualifiers]
+    assert brentwood_quals == [("pq:P580", "1959"), ("pq:P582", "1970")]
+    # The markdown the model reads carries the qualifiers in the label column, in natural order.
+    assert "St John's College [" in out.text and "start time: 1971; end time: 1974" in out.text
+    assert "T00:00:00Z" not in out.text
     assert out.text.startswith("search wd:Q42 (Douglas Adams), outgoing: 2 rows")
 
 
@@ -176,7 +177,8 @@ def test_same_answers_as_local_store(remote, wikidata_local):
         lambda b: sorted(
             (p.property, p.propertyLabel, p.rows) for p in search(b, settings, "wd:Q42").data.properties
         ),
-        lambda b: [(e.id, e.label, e.match) for e in find_entities(b, settings, name).data.entities],
+        # Exact labels agree; the local store's name index also finds words and typos (the endpoint does not).
+        lambda b: [(e.id, e.label, e.match) for e in find_entities(b, settings, name).data.entities if e.match == "exact"],
         lambda b: explore_kg(b, settings, "wd:Q691283", ["~wdt:P69"]).data.model_dump(mode="json"),
         lambda b: [c.status for c in verify(b, settings, [conflicting]).data.claims],
     ):
@@ -269,16 +271,20 @@ class ScriptedEndpoint:
 
 
 def scripted_backend(server: ScriptedEndpoint, **settings) -> RemoteBackend:
-    """A backend on the scripted server, profile given (no detection requests)."""
-    return open_endpoint(server.url, profile="wikidata", settings=Settings(contact=CONTACT, **settings))
+    """A backend on the scripted server, profile given and prefixes not sampled (no requests at start)."""
+    return open_endpoint(
+        server.url, profile="wikidata", settings=Settings(contact=CONTACT, prefix_discovery=False, **settings)
+    )
 
 
 def test_user_agent_names_kg_mcp_and_contact():
     with ScriptedEndpoint([Reply(body={"head": {}, "boolean": False}), Reply(body=ASK_TRUE)]) as server:
         backend = open_endpoint(server.url, settings=Settings(contact=CONTACT))
-    # Detection asked at least twice (the first probe said no), all with our agent.
+    # Detection asked twice (the first probe said no), then prefix discovery read VoID and a
+    # sample (answered with booleans here, so nothing found): all with our agent.
     assert backend.profile.name == "wikidata"
-    assert len(server.requests) == 2
+    assert len(server.requests) == 4
+    assert b"void%23uriSpace" in server.requests[2].body and b"LIMIT+2000" in server.requests[3].body
     for seen in server.requests:
         agent = seen.headers["User-Agent"]
         assert agent.startswith("kg-mcp/"), agent
@@ -482,3 +488,69 @@ def test_refused_queries_never_reach_the_endpoint():
             with pytest.raises(QueryRefused):
                 sparql(backend, Settings(sparql_tool=True), query)
     assert server.requests == []
+
+
+# --- part 4: find_entities through the engine's own text search -----------------------------------
+
+
+class SearchingEndpoint:
+    """A loopback SPARQL server that answers Wikidata's mwapi entity search with `found` (SPARQL JSON)
+    and every other query with no rows: what a Wikidata query service says for an unknown label."""
+
+    def __init__(self, found: list[str]):
+        self.queries: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                query = urllib.parse.parse_qs(body).get("query", [""])[0]
+                outer.queries.append(query)
+                if query.lstrip().upper().startswith("ASK"):
+                    answer = {"head": {}, "boolean": False}
+                elif "wikibase:mwapi" in query:
+                    rows = [{"x": {"type": "uri", "value": WD + q}} for q in found]
+                    answer = {"head": {"vars": ["x"]}, "results": {"bindings": rows}}
+                else:
+                    answer = {"head": {"vars": []}, "results": {"bindings": []}}
+                payload = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/sparql-results+json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_find_entities_uses_wikidata_entity_search_when_configured():
+    endpoint = SearchingEndpoint(["Q42", "Q21454969"])
+    try:
+        settings = Settings(text_search="mwapi", contact=CONTACT)
+        backend = open_endpoint(endpoint.url, profile="wikidata", settings=settings)
+        out = find_entities(backend, settings, "Douglas Adms")
+    finally:
+        endpoint.close()
+    assert out.data.method == "Wikidata entity search (mwapi)" and "looked up by Wikidata entity search" in out.text
+    assert [(e.id, e.match) for e in out.data.entities] == [("wd:Q42", "search"), ("wd:Q21454969", "search")]
+    searches = [q for q in endpoint.queries if "wikibase:mwapi" in q]
+    assert len(searches) == 1 and 'mwapi:search "Douglas Adms"' in searches[0] and 'mwapi:language "en"' in searches[0]
+
+
+def test_endpoint_without_text_search_is_probed_once_then_asked_by_label(sparql_endpoint):
+    # `oxigraph serve` rejects the Virtuoso probe (bif: is not SPARQL): label queries, as before.
+    backend = open_endpoint(sparql_endpoint, settings=Settings())
+    first = find_entities(backend, Settings(), "Douglas Adams").data
+    assert backend.text_search == "labels"
+    assert first.method == "exact label query"  # a Wikidata mirror is too large to scan its labels
+    assert first.entities[0].id == "wd:Q42" and first.entities[0].match == "exact"
+    assert find_entities(backend, Settings(), "Douglas").data.method == first.method

@@ -21,11 +21,13 @@ def table_rows(text: str) -> list[tuple[str, str, str]]:
     return [(p.strip(), v.strip(), l.strip()) for p, v, l in ROW.findall(text) if p.strip() not in ("property", "---")]
 
 
-def gold_path_policy(path: list[str], revisit_topic: bool = False):
-    """A model that walks `path` hop by hop, searching every frontier entity in one turn, then answers."""
+def gold_path_policy(path: list[str], revisit_topic: bool = False, batched: bool = False):
+    """A model that walks `path` hop by hop, searching every frontier entity in one turn (in one
+    batched call with `batched`), then answers."""
 
     def policy(messages, tools):
         assert [t.name for t in tools] == ["search"]
+        assert ("entities" in tools[0].input_schema.get("properties", {})) is batched
         question = messages[1].content
         topics = ast.literal_eval(question[question.index("{") :])
         topic = next(iter(topics.values()))
@@ -43,14 +45,85 @@ def gold_path_policy(path: list[str], revisit_topic: bool = False):
             frontier = set(found)
         relation = path[hop]
         direction = "incoming" if relation.startswith("~") else "outgoing"
+        wanted = [relation.lstrip("~")]
+        if batched:
+            return Reply(text="", tool_calls=[call("search", entities=sorted(frontier), direction=direction, properties_to_filter_for=wanted)])
         return Reply(
             text="",
-            tool_calls=[
-                call("search", entity=e, direction=direction, properties_to_filter_for=[relation.lstrip("~")]) for e in sorted(frontier)
-            ],
+            tool_calls=[call("search", entity=e, direction=direction, properties_to_filter_for=wanted) for e in sorted(frontier)],
         )
 
     return policy
+
+
+BATCH_ROW = re.compile(r"^\| ([^|]*) \| ([^|]+) \| ([^|]*) \|$", re.MULTILINE)
+
+
+def follow_policy(path: list[str]):
+    """A model that calls follow once along the gold path and answers with what it lists (topic left out)."""
+
+    def policy(messages, tools):
+        assert [t.name for t in tools] == ["search", "follow"]
+        question = messages[1].content
+        topic = next(iter(ast.literal_eval(question[question.index("{") :]).values()))
+        results = [m for m in messages if m.role == "tool"]
+        if not results:
+            return Reply(text="", tool_calls=[call("follow", entity=topic, path=path)])
+        found = {e: label for e, label, _ in BATCH_ROW.findall(results[-1].content) if e.strip() not in ("entity", "---")}
+        found.pop(topic, None)
+        return Reply(text="Final answer: " + ", ".join("{" + label.strip() + "}" for label in sorted(set(found.values()))))
+
+    return policy
+
+
+@pytest.mark.parametrize("mode", ["batched", "follow"])
+async def test_tool_modes_answer_metaqa_3hop_in_fewer_turns(metaqa, data_dir, mode):
+    questions = json.loads((data_dir / "metaqa" / "3hop_dev.json").read_text())[:: 1999][:4]
+    async with KGClient.connect(server=metaqa) as kg:
+        for q in questions:
+            path = q["gold_relation_path"]
+            model = ScriptedModel(follow_policy(path) if mode == "follow" else batched_policy(path))
+            result = await run_sog(q["question"], kg, model, topics={q["topic_entity"]: None}, tools=mode)
+            assert set(result.answers) == set(q["answers"]), q["id"]
+            assert result.turns == (2 if mode == "follow" else 4)
+            calls = [c for m in model.seen[-1]["messages"] if m.role == "assistant" for c in m.tool_calls]
+            assert len(calls) == (1 if mode == "follow" else 3)
+            assert result.path  # the hops are traced
+    system = model.seen[0]["messages"][0].content
+    assert "topic entity is not an answer" in system and (f"{mode}(" in system or "entities=" in system)
+
+
+def batched_policy(path: list[str]):
+    plain = gold_path_policy(path, batched=True)
+
+    def policy(messages, tools):
+        # batched results: (entity, value, valueLabel) rows; hand the policy SoG-shaped rows
+        return plain([_as_sog_rows(m) for m in messages], tools)
+
+    return policy
+
+
+def _as_sog_rows(message):
+    if message.role != "tool" or "| entity |" not in message.content:
+        return message
+    from dataclasses import replace
+
+    labels: dict[str, str] = {}  # a value's label is given once per table
+    for _, v, label in BATCH_ROW.findall(message.content):
+        labels[v.strip()] = labels.get(v.strip()) or label.strip()
+    rows = [f"| p | p | {v} | {label} |" for v, label in labels.items() if v not in ("value", "---")]
+    return replace(message, content="\n".join(rows))
+
+
+async def test_paper_mode_offers_search_as_published(metaqa):
+    model = ScriptedModel(["Final answer: {}"])
+    async with KGClient.connect(server=metaqa) as kg:
+        await run_sog("who directed [Jaws]", kg, model, topics={"Jaws": "kg:Jaws"})
+        with pytest.raises(ValueError, match="tools must be one of"):
+            await run_sog("q", kg, model, topics={}, tools="everything")
+    (spec,) = model.seen[0]["tools"]
+    assert set(spec.input_schema["properties"]) == {"entity", "direction", "properties_to_filter_for"}
+    assert "entities" not in spec.description and "follow" not in spec.description
 
 
 @pytest.mark.parametrize("hops", [1, 2, 3])
@@ -111,7 +184,7 @@ async def test_misbehaving_calls_get_errors_and_the_run_goes_on(metaqa):
         result = await run_sog("who directed [Jaws]", kg, model, topics={"Jaws": "kg:Jaws"})
     tool_messages = [m for m in model.seen[1]["messages"] if m.role == "tool"]
     assert [m.is_error for m in tool_messages] == [True, True]
-    assert "only `search` is available" in tool_messages[0].content
+    assert "only `search` can be called" in tool_messages[0].content
     assert "find_entities" in tool_messages[1].content  # the server's hint for an unknown id
     last_tool = [m for m in model.seen[2]["messages"] if m.role == "tool"][-1]
     assert last_tool.is_error and "not a JSON object" in last_tool.content

@@ -28,12 +28,14 @@ def test_find_entities_exact_label_gives_the_id(metaqa, settings):
     assert "kg:Catch_Me_If_You_Can" in out.text
 
 
-def test_find_entities_ranks_exact_then_case_insensitive_then_prefix(metaqa, settings):
-    hits = find_entities(metaqa, settings, "steven spielberg", limit=20).data.entities
+def test_find_entities_ranks_exact_then_folded_then_words(metaqa, settings):
+    out = find_entities(metaqa, settings, "steven spielberg", limit=20)
+    hits = out.data.entities
     matches = [h.match for h in hits]
-    assert matches == sorted(matches, key=["exact", "case-insensitive", "prefix"].index)
+    assert matches == sorted(matches, key=["exact", "folded", "words", "fuzzy"].index)
     assert {h.label for h in hits if h.match == "exact"} == {"steven spielberg"}  # a MetaQA tag node
-    assert "Steven Spielberg" in {h.label for h in hits if h.match == "case-insensitive"}
+    assert "Steven Spielberg" in {h.label for h in hits if h.match == "folded"}
+    assert out.data.method == "name index" and "looked up by name index" in out.text
 
 
 def test_find_entities_unknown_name_says_so(metaqa, settings):
@@ -105,10 +107,35 @@ def test_search_filter_with_no_rows_lists_what_exists(metaqa, settings):
 def test_search_wikidata_qualifiers_ride_with_truthy_rows(wikidata_local, settings):
     rows = search(wikidata_local, settings, "wd:Q42", "outgoing", ["P69"]).data.rows
     st_johns = next(r for r in rows if r.value.id == "wd:Q691283")
-    quals = {(q.propertyLabel, q.value.id) for q in st_johns.qualifiers}
-    assert ("start time", "1971-01-01T00:00:00Z") in quals and ("end time", "1974-01-01T00:00:00Z") in quals
+    quals = [(q.propertyLabel, q.value.id, q.value.datatype) for q in st_johns.qualifiers]
+    # Year precision (wikibase:timePrecision 9 on the value node) reads as the year, start before end.
+    dates = [q for q in quals if q[0] in ("start time", "end time")]
+    assert dates == [("start time", "1971", "xsd:gYear"), ("end time", "1974", "xsd:gYear")]
     # value nodes (pqv:) are bookkeeping, not qualifiers
     assert all(q.property.startswith("pq:") for q in st_johns.qualifiers)
+
+
+def test_search_wikidata_day_precision_dates_stay_whole(wikidata_local, settings):
+    out = search(wikidata_local, settings, "wd:Q42", "outgoing", ["P26", "P569"])
+    assert "start time: 1991-11-25; end time: 2001-05-11" in out.text
+    assert "| 1952-03-11 |" in out.text
+
+
+def test_search_wikidata_property_view_sums_up_external_identifiers(wikidata_local, settings):
+    from kg_mcp.agents.evaluation.tokens import count_tokens
+
+    out = search(wikidata_local, settings, "wd:Q42")
+    props = out.data.properties
+    identifiers = [p for p in props if p.identifier]
+    assert len(props) == 293 and len(identifiers) > 200
+    # every other property is still listed with its count; identifiers are one line
+    for p in props:
+        assert (f"| {p.property} |" in out.text) is not p.identifier
+    assert f"Also {len(identifiers)} external-identifier properties" in out.text
+    assert count_tokens(out.text) <= 1200
+    # an identifier is still reachable by name, as the line says
+    viaf = search(wikidata_local, settings, "wd:Q42", "outgoing", ["VIAF cluster ID"])
+    assert viaf.data.total >= 1 and viaf.data.rows[0].property == "wdt:P214"
 
 
 def test_search_wikidata_hides_bookkeeping_and_uses_mul_labels(wikidata_local, settings):

@@ -10,14 +10,20 @@ they would be to a model. A question counts as recalled when every gold answer i
 last hop's output tables (cells and answers compared after `matching.normalise`). Tokens are
 those of every search output of the walk (o200k_base), what the model would be charged to read.
 MetaQA's paths never come back to the topic entity, so it is dropped from frontiers there.
+
+Modes (`--mode`): `sog` is the walk above, one entity per call; `batched` makes one `search`
+call per hop with the whole frontier in `entities` (chunks of MAX_BATCH); `follow` makes one
+`follow` call with the whole gold path and reads the answers from its table.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 from kg_mcp.agents.evaluation.benchmarks import Benchmark, Question
@@ -25,7 +31,9 @@ from kg_mcp.agents.evaluation.matching import normalise
 from kg_mcp.agents.evaluation.tokens import count_tokens, tokenizer_name
 from kg_mcp.agents.kg_client import KGClient
 
-CUT_MARKERS = ("(cut)", "[Output cut at")
+CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop")
+MODES = ("sog", "batched", "follow")
+MAX_BATCH = 200  # entities in one batched search (the tool's own cap)
 
 
 @dataclass
@@ -41,20 +49,25 @@ class OracleRow:
     topic_found: bool
 
 
-def table_cells(text: str) -> list[list[str]]:
-    """The body rows of the markdown tables in a tool output (header rows left out), as unescaped cells.
+def named_cells(text: str) -> list[dict[str, str]]:
+    """The body rows of the markdown tables in a tool output, each as {column name: cell}.
 
-    >>> table_cells("head\\n| a | b |\\n|---|---|\\n| x \\\\| y | z |\\nfoot")
-    [['x | y', 'z']]
+    >>> named_cells("head\\n| entity | label |\\n|---|---|\\n| kg:A | x \\\\| y |\\nfoot")
+    [{'entity': 'kg:A', 'label': 'x | y'}]
     """
     lines = text.splitlines()
-    rows = []
+    rows, header = [], None
     for number, line in enumerate(lines):
+        if line.startswith("|---"):
+            continue
         if not (line.startswith("| ") and line.endswith(" |")):
+            header = None
             continue
         if number + 1 < len(lines) and lines[number + 1].startswith("|---"):
-            continue  # a header
-        rows.append(_split_row(line[2:-2]))
+            header = _split_row(line[2:-2])
+            continue
+        if header:
+            rows.append(dict(zip(header, _split_row(line[2:-2]))))
     return rows
 
 
@@ -76,18 +89,16 @@ def _split_row(body: str) -> list[str]:
 
 
 class _Calls:
-    """The walk's search calls, each made once per run (the tools are read-only and deterministic)."""
+    """The walk's tool calls, each made once per run (the tools are read-only and deterministic)."""
 
     def __init__(self, kg: KGClient):
         self.kg = kg
-        self.cache: dict[tuple[str, str, str], tuple[str, bool]] = {}
+        self.cache: dict[tuple[str, str], tuple[str, bool]] = {}
 
-    async def search(self, entity: str, direction: str, relation: str) -> tuple[str, bool]:
-        key = (entity, direction, relation)
+    async def call(self, tool: str, arguments: dict) -> tuple[str, bool]:
+        key = (tool, json.dumps(arguments, sort_keys=True))
         if key not in self.cache:
-            result = await self.kg.call_tool(
-                "search", {"entity": entity, "direction": direction, "properties_to_filter_for": [relation]}
-            )
+            result = await self.kg.call_tool(tool, arguments)
             self.cache[key] = (result.text, result.is_error)
         return self.cache[key]
 
@@ -101,30 +112,49 @@ async def topic_id(kg: KGClient, question: Question) -> str | None:
     return hits[0]["id"] if hits and not result.is_error else None
 
 
-async def walk(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
+async def walk(calls: _Calls, question: Question, revisit_topic: bool, batch: int = 1) -> OracleRow:
+    """The gold path hop by hop: one search per frontier entity (sog), or per `batch` of them."""
     topic = await topic_id(calls.kg, question)
     if topic is None:
         return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
-    frontier, texts_last = {topic}, []
+    frontier, last = {topic}, []
     n_calls = tokens = chars = 0
     cut = False
     for relation in question.gold_path or ():
         direction = "incoming" if relation.startswith("~") else "outgoing"
-        reached: set[str] = set()
-        texts_last = []
-        for entity in sorted(frontier):
-            text, is_error = await calls.search(entity, direction, relation.lstrip("~"))
+        ordered, reached, last = sorted(frontier), set(), []
+        for i in range(0, len(ordered), batch):
+            chunk = ordered[i : i + batch]
+            where = {"entity": chunk[0]} if len(chunk) == 1 else {"entities": chunk}
+            text, is_error = await calls.call(
+                "search", {**where, "direction": direction, "properties_to_filter_for": [relation.lstrip("~")]}
+            )
             n_calls += 1
             tokens += count_tokens(text)
             chars += len(text)
             cut = cut or any(marker in text for marker in CUT_MARKERS)
-            texts_last.append(text)
+            last.append(text)
             if not is_error:
-                reached |= {row[2] for row in table_cells(text) if len(row) >= 3 and row[2]}
+                reached |= {row["value"] for row in named_cells(text) if row.get("value")}
         frontier = reached if revisit_topic else reached - {topic}
-    seen = {normalise(cell) for text in texts_last for row in table_cells(text) for cell in row[2:4]}
+    seen = {normalise(row.get(c, "")) for text in last for row in named_cells(text) for c in ("value", "valueLabel")}
     missing = [a for a in question.answers if normalise(a) not in seen]
     return OracleRow(question.id, question.hops, not missing, missing, n_calls, tokens, chars, cut, True)
+
+
+async def walk_follow(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
+    """One follow call along the whole gold path."""
+    topic = await topic_id(calls.kg, question)
+    if topic is None:
+        return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
+    text, is_error = await calls.call("follow", {"entity": topic, "path": list(question.gold_path or ())})
+    cut = any(marker in text for marker in CUT_MARKERS)
+    seen = set() if is_error else {normalise(row.get(c, "")) for row in named_cells(text) for c in ("entity", "label")}
+    missing = [a for a in question.answers if normalise(a) not in seen]
+    return OracleRow(question.id, question.hops, not missing, missing, 1, count_tokens(text), len(text), cut, True)
+
+
+WALKS = {"sog": walk, "batched": partial(walk, batch=MAX_BATCH), "follow": walk_follow}
 
 
 def _percentile(values: list[int], q: float) -> float:
@@ -147,13 +177,14 @@ def summarise(benchmark: Benchmark, rows: list[OracleRow], seconds: float) -> di
         "calls_mean": statistics.fmean(r.calls for r in rows) if n else None,
         "cut_share": sum(r.cut for r in rows) / n if n else None,
         "topic_missing": sum(not r.topic_found for r in rows),
+        "calls_max": max((r.calls for r in rows), default=0),
         "tokenizer": tokenizer_name(),
         "seconds": round(seconds, 1),
     }
 
 
 async def run_oracle(
-    benchmark: Benchmark, questions: list[Question], kg: KGClient, *, progress: bool = True
+    benchmark: Benchmark, questions: list[Question], kg: KGClient, *, progress: bool = True, mode: str = "sog"
 ) -> tuple[dict[str, Any], list[OracleRow]]:
     """Walk every question's gold path over an open client; (summary, one row per question)."""
     from tqdm import tqdm
@@ -165,24 +196,25 @@ async def run_oracle(
     calls = _Calls(kg)
     rows = []
     for question in tqdm(questions, desc=f"oracle {benchmark.name}", unit="q", file=sys.stderr, disable=not progress):
-        rows.append(await walk(calls, question, benchmark.revisit_topic))
-    return summarise(benchmark, rows, time.perf_counter() - started), rows
+        rows.append(await WALKS[mode](calls, question, benchmark.revisit_topic))
+    summary = summarise(benchmark, rows, time.perf_counter() - started)
+    return {"mode": mode, **summary}, rows
 
 
 def format_summary(summaries: list[dict[str, Any]]) -> str:
     """The terminal table of one or more oracle summaries."""
-    head = ("benchmark", "questions", "recall", "tokens/q mean", "median", "p90", "max", "calls/q", "cut")
+    head = ("benchmark", "mode", "questions", "recall", "tokens/q mean", "median", "p90", "max", "calls/q", "cut")
     lines = [head]
     for s in summaries:
         lines.append((
-            s["benchmark"], f"{s['questions']:,} of {s['of']:,}", f"{s['recall']:.2%}" if s["recall"] is not None else "-",
+            s["benchmark"], s.get("mode", "sog"), f"{s['questions']:,} of {s['of']:,}", f"{s['recall']:.2%}" if s["recall"] is not None else "-",
             f"{s['tokens_mean']:,.0f}", f"{s['tokens_median']:,.0f}", f"{s['tokens_p90']:,.0f}", f"{s['tokens_max']:,}",
             f"{s['calls_mean']:.1f}", f"{s['cut_share']:.1%}",
         ))
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines]
     tokenizer = summaries[0]["tokenizer"] if summaries else tokenizer_name()
-    out.append(f"tokens: {tokenizer}; cut: share of questions with an output cut at p rows or the character cap")
+    out.append(f"tokens: {tokenizer}; cut: share of questions with an output cut (rows, characters, a limit or a follow hop)")
     return "\n".join(out)
 
 

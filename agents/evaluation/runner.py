@@ -49,6 +49,7 @@ class EvalPlan:
     repeat: int = 1
     concurrency: int = 1
     agent_limit: int | None = None  # the method's own cap (SoG turns, ARK-V1 steps, R2-KG iterations)
+    tools: str = "paper"  # SoG's and R2-KG's tool mode: paper, batched or follow
     sampling: Sampling | None = None
     selection: dict[str, Any] = field(default_factory=dict)
 
@@ -58,6 +59,7 @@ class EvalPlan:
         return {
             "benchmark": self.benchmark.name,
             "agent": self.agent,
+            "tools": self.tools,
             "model": self.model,
             "supervisor": self.supervisor,
             "base_url": self.base_url,
@@ -107,6 +109,7 @@ async def answer(plan: EvalPlan, kg: KGClient, question: Question, model: Model,
             limit=plan.agent_limit,
             sampling=plan.sampling,
             trace=trace,
+            tools=plan.tools,
         )
     finally:
         trace.close()

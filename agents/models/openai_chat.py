@@ -15,6 +15,7 @@ from typing import Any
 import openai
 from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
 from kg_mcp.agents.models.json_text import json_object_span
+from kg_mcp.agents.models.strict_tools import drop_absent, strict_schema
 
 # Local servers usually ignore the key, but the SDK refuses to start without one.
 PLACEHOLDER_KEY = "not-needed"
@@ -49,6 +50,10 @@ class OpenAIChatModel(Model):
     With `json_schema`, the request carries `response_format` (type json_schema, not strict);
     a server that rejects it (400/422) is asked again once with the schema in the prompt instead,
     and this instance then stops sending `response_format`.
+
+    Tools go out with `strict: true` (kg_mcp.agents.models.strict_tools) when their schema allows
+    it; a server that rejects a request with strict tools (400/422) is asked again once without,
+    and this instance then offers its tools as they are.
     """
 
     def __init__(
@@ -63,6 +68,7 @@ class OpenAIChatModel(Model):
         self.name = name
         self.client = openai_client(f"openai:{name}", base_url, api_key, max_retries, timeout)
         self.response_format_supported = True  # until a server says otherwise
+        self.strict_tools_supported = True  # likewise
 
     async def aclose(self) -> None:
         """Close the HTTP connections the client holds."""
@@ -78,24 +84,35 @@ class OpenAIChatModel(Model):
     ) -> Reply:
         request = {"model": self.name, "messages": to_api_messages(messages)}
         if tools:
-            request["tools"] = [to_api_tool(t) for t in tools]
+            request["tools"] = [to_api_tool(t, strict=self.strict_tools_supported) for t in tools]
         request.update(sampling_options(sampling or Sampling()))
         if json_schema is None:
-            return from_api_reply(await self._create(request))
+            return from_api_reply(await self._create(request, tools), tools)
         if self.response_format_supported:
             native = {**request, "response_format": response_format(json_schema)}
             try:
-                return as_json_reply(from_api_reply(await self._create(native)))
+                return as_json_reply(from_api_reply(await self._create(native, tools), tools))
             except ModelError as e:
                 if getattr(e, "status", None) not in _REJECTED:
                     raise
-            fallback = await self._create(with_json_instruction(request, json_schema))
+            fallback = await self._create(with_json_instruction(request, json_schema), tools)
             # Only now is it clear the 400 was about response_format, not the conversation.
             self.response_format_supported = False
-            return as_json_reply(from_api_reply(fallback))
-        return as_json_reply(from_api_reply(await self._create(with_json_instruction(request, json_schema))))
+            return as_json_reply(from_api_reply(fallback, tools))
+        return as_json_reply(from_api_reply(await self._create(with_json_instruction(request, json_schema), tools), tools))
 
-    async def _create(self, request: dict[str, Any]) -> Any:
+    async def _create(self, request: dict[str, Any], tools: list[ToolSpec] | None) -> Any:
+        strict = any(t["function"].get("strict") for t in request.get("tools", ()))
+        try:
+            return await self._send(request)
+        except ModelError as e:
+            if not strict or getattr(e, "status", None) not in _REJECTED:
+                raise
+        completion = await self._send({**request, "tools": [to_api_tool(t) for t in tools or ()]})
+        self.strict_tools_supported = False  # only now is it clear the 400 was about strict tools
+        return completion
+
+    async def _send(self, request: dict[str, Any]) -> Any:
         try:
             return await self.client.chat.completions.create(**request)
         except openai.APIError as e:
@@ -144,11 +161,13 @@ def argument_text(call: ToolCall) -> str:
     return call.malformed if call.malformed is not None else json.dumps(call.arguments)
 
 
-def to_api_tool(tool: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema},
-    }
+def to_api_tool(tool: ToolSpec, *, strict: bool = False) -> dict[str, Any]:
+    """A tool for Chat Completions; with `strict`, in strict mode when its schema allows."""
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+    schema = strict_schema(tool.input_schema) if strict else None
+    if schema is not None:
+        function.update(parameters=schema, strict=True)
+    return {"type": "function", "function": function}
 
 
 def sampling_options(sampling: Sampling) -> dict[str, Any]:
@@ -191,13 +210,17 @@ def with_json_instruction(request: dict[str, Any], schema: dict[str, Any]) -> di
 _fresh_ids = itertools.count(1)
 
 
-def from_api_reply(completion: Any) -> Reply:
-    """A Chat Completions response as a Reply."""
+def from_api_reply(completion: Any, tools: list[ToolSpec] | None = None) -> Reply:
+    """A Chat Completions response as a Reply; nulls for optional arguments of `tools` left out."""
     if not getattr(completion, "choices", None):
         raise ModelError(f"the server's reply has no choices: {completion!r:.300}")
     choice = completion.choices[0]
     message = choice.message
     calls = [parse_tool_call(c) for c in (message.tool_calls or [])]
+    schemas = {t.name: t.input_schema for t in tools or ()}
+    for c in calls:
+        if c is not None and c.name in schemas and c.malformed is None:
+            c.arguments = drop_absent(c.arguments, schemas[c.name])
     usage = completion.usage
     return Reply(
         text=message.content or "",

@@ -8,12 +8,14 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
-from kg_mcp.backends.base import Backend, Direction, EntityHit, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import ConfigError
 from kg_mcp.ids import Vocabulary
-from kg_mcp.profiles import DETECTION_PROBES, GENERIC, Profile, get_profile
+from kg_mcp.names.store_index import open_store_index
+from kg_mcp.profiles import GENERIC, Profile, detect_profile, get_profile
 from kg_mcp.settings import Settings
 from kg_mcp.store_meta import read_meta
 
@@ -21,6 +23,7 @@ __all__ = [
     "Backend",
     "Direction",
     "EntityHit",
+    "Lookup",
     "Neighbour",
     "Qualifier",
     "RelationCount",
@@ -69,7 +72,10 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
         store = ox.Store.read_only(str(path))
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
-    return _local_backend(store, str(path), profile, settings or Settings(), path=str(path))
+    settings = settings or Settings()
+    backend = _local_backend(store, str(path), profile, settings, path=str(path))
+    backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if settings.name_index else None)
+    return backend
 
 
 def open_demo(*, settings: Settings | None = None, profile: str | None = None) -> OxigraphBackend:
@@ -89,10 +95,15 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
     try:
         chosen = get_profile(profile) if profile else _detect(probe._boolean)
+        log.info("endpoint %s: profile %s", url, chosen.name)
+        # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
+        known = {**chosen.prefixes, **settings.prefixes}
+        found = discover(probe._solutions, known) if settings.prefix_discovery else Discovered()
     finally:
         probe.close()
-    log.info("endpoint %s: profile %s", url, chosen.name)
-    return RemoteBackend(url, chosen, Vocabulary(chosen), settings)
+    vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
+    vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
+    return RemoteBackend(url, chosen, vocab, settings)
 
 
 def _local_backend(
@@ -102,14 +113,13 @@ def _local_backend(
     probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
     bare = [meta["relation_namespace"]] if meta.get("relation_namespace") else []
-    vocab = Vocabulary(chosen, meta.get("prefixes", {}), bare)
+    vocab = Vocabulary(chosen, {**meta.get("prefixes", {}), **settings.prefixes}, bare)
+    vocab.sources.update({ns: "store" for ns in [*meta.get("prefixes", {}).values(), *bare]})
+    vocab.sources.update({ns: "setting" for ns in settings.prefixes.values()})
     used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
     return OxigraphBackend(store, chosen, vocab, settings, location=location, path=path, label_predicates=used)
 
 
 def _detect(ask) -> Profile:
-    for candidate, predicate in DETECTION_PROBES:
-        if ask(q.ask_predicate(predicate)):
-            return candidate
-    return GENERIC
+    return detect_profile(ask)

@@ -78,7 +78,7 @@ def count_neighbours(
 def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction, cap: int) -> str:
     """Predicates among the first `cap` edges, with their counts there (all of them below the cap)."""
     edges = f"SELECT ?p WHERE {{ {edge_pattern(node, direction)} {visible(profile, 'p', node)} }} LIMIT {int(cap)}"
-    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ORDER BY DESC(?n)"
+    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }} GROUP BY ?p ORDER BY DESC(?n) ?p"
 
 
 def relations_around(
@@ -99,16 +99,47 @@ def relations_around(
     return f"SELECT ?p ?d ?n ?o ?lp ?ol WHERE {{ {{ {counts} }} UNION {{ {own} }} }}"
 
 
+def distinct_relations(profile: Profile, node: ox.NamedNode, limit: int) -> str:
+    """Each visible predicate around `node` once per direction (?d), however many edges use it."""
+    keep = visible(profile, "p", node)
+    return (
+        f'SELECT DISTINCT ?p ?d WHERE {{ {{ {node} ?p ?o . {keep} BIND("out" AS ?d) }} '
+        f'UNION {{ ?o ?p {node} . {keep} BIND("in" AS ?d) }} }} LIMIT {int(limit)}'
+    )
+
+
 def qualifiers(profile: Profile, node: ox.NamedNode, claims: Sequence[ox.NamedNode]) -> str:
     """Main value and qualifiers of `node`'s statements for the given claim predicates (p:Pn)."""
     model = profile.statements
     assert model is not None
-    return (
-        "SELECT ?claim ?value ?q ?qv WHERE { "
-        f"{values('claim', claims)} {node} ?claim ?st . ?st ?vp ?value . ?st ?q ?qv . "
-        # The trailing P skips the value-node namespaces (psv:, pqv:) nested under the same path.
-        f"FILTER(STRSTARTS(STR(?vp), {_string(model.value + 'P')}) && STRSTARTS(STR(?q), {_string(model.qualifier + 'P')})) }}"
+    precision = ox.NamedNode(model.time_precision)
+    # The precision of a date sits on its value node (psv:/pqv:), next to the plain value.
+    value_precision = (
+        f"OPTIONAL {{ ?st ?vnp ?vn . ?vn {precision} ?vprec . FILTER(STRSTARTS(STR(?vnp), {_string(model.value_node)})) }}"
     )
+    qualifier_precision = (
+        f"OPTIONAL {{ ?st ?qnp ?qn . ?qn {precision} ?qprec . "
+        f"FILTER(STRSTARTS(STR(?qnp), {_string(model.qualifier_node)}) && STRAFTER(STR(?qnp), {_string(model.qualifier_node)}) = STRAFTER(STR(?q), {_string(model.qualifier)})) }}"
+    )
+    return (
+        "SELECT ?claim ?value ?q ?qv ?vprec ?qprec WHERE { "
+        f"{values('claim', claims)} {node} ?claim ?st . ?st ?vp ?value . "
+        # The trailing P skips the value-node namespaces (psv:, pqv:) nested under the same path.
+        f"FILTER(STRSTARTS(STR(?vp), {_string(model.value + 'P')})) {value_precision} "
+        f"OPTIONAL {{ ?st ?q ?qv . FILTER(STRSTARTS(STR(?q), {_string(model.qualifier + 'P')})) {qualifier_precision} }} }}"
+    )
+
+
+def step(sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int) -> str:
+    """Distinct (?s, ?o) pairs along `predicate` from any of `sources` (?s is the source either way)."""
+    edge = f"?s {predicate} ?o ." if direction is Direction.OUTGOING else f"?o {predicate} ?s ."
+    return f"SELECT DISTINCT ?s ?o WHERE {{ {values('s', sources)} {edge} }} LIMIT {int(limit)}"
+
+
+def marked_properties(entities: Sequence[ox.NamedNode], mark: tuple[str, str]) -> str:
+    """Which property entities carry the profile's identifier mark (e.g. wikibase:propertyType wikibase:ExternalId)."""
+    predicate, obj = (ox.NamedNode(t) for t in mark)
+    return f"SELECT ?x WHERE {{ {values('x', entities)} ?x {predicate} {obj} }}"
 
 
 def ask_triple(subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> str:
@@ -182,7 +213,7 @@ def count_triples() -> str:
 
 
 def top_relations(limit: int) -> str:
-    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) LIMIT {int(limit)}"
+    return f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o }} GROUP BY ?p ORDER BY DESC(?n) ?p LIMIT {int(limit)}"
 
 
 def count_distinct(var: str) -> str:

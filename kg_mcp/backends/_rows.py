@@ -14,11 +14,12 @@ def capped_rows(result: ox.QuerySolutions | ox.QueryTriples | bool, row_cap: int
     """The first `row_cap` rows of any query form; `total` is None past max(100 x cap, 10,000) rows."""
     if isinstance(result, (bool, ox.QueryBoolean)):
         return Rows([], [], None, boolean=bool(result))
-    if isinstance(result, ox.QueryTriples):
+    if not hasattr(result, "variables"):  # triples: a store's QueryTriples, or an endpoint's list of them
         variables = ["subject", "predicate", "object"]
         rows_iter: Iterable[list] = ([t.subject, t.predicate, t.object] for t in result)
     else:
-        variables = [v.value for v in result.variables]
+        # pyoxigraph Variables, or the names already (kg_mcp.backends.engine_answers.Solutions)
+        variables = [v if isinstance(v, str) else v.value for v in result.variables]
         rows_iter = ([solution[v] for v in variables] for solution in result)
     # Count past the cap (up to a bound) so the model learns how much it did not see.
     counted_cap = max(row_cap * 100, 10_000)

@@ -54,17 +54,32 @@ class EntityHit:
     label: str | None
     description: str | None
     degree: int
-    match: str  # "id", "exact", "case-insensitive" or "prefix"
+    # How the name matched: "id", "exact" (a label), "folded" (a label, up to case, accents and
+    # punctuation), "alias", "words" (every word, any order), "fuzzy" (words within a typo or two),
+    # "semantic"; over label queries "case-insensitive" or "prefix"; "search" for an engine's own search.
+    match: str
+
+
+@dataclass(frozen=True)
+class Lookup:
+    hits: list[EntityHit]
+    method: str  # how names were looked up: "name index", "label queries", "Wikidata entity search", ...
 
 
 @dataclass
 class Rows:
-    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown)."""
+    """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown).
+
+    `cut_at` is the engine's own row limit when the answer reached it (more rows may exist);
+    `partial` is the engine's note when it stopped the query early and sent what it had.
+    """
 
     variables: list[str]
     rows: list[list[Term | None]]
     total: int | None
     boolean: bool | None = None
+    cut_at: int | None = None
+    partial: str | None = None
 
 
 @dataclass
@@ -76,6 +91,7 @@ class StoreStats:
     relations: int | None = None
     top_relations: list[tuple[ox.NamedNode, int]] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
+    bounded: bool = False  # the counts are lower bounds ("at least N"); details["counts"] says how
 
 
 class Backend(ABC):
@@ -137,6 +153,18 @@ class Backend(ABC):
     count_cap: int = 100_000
 
     @abstractmethod
+    def step(
+        self, sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int
+    ) -> list[tuple[ox.NamedNode, Term]]:
+        """Distinct (source, neighbour) pairs along one predicate from many sources, up to `limit`,
+        in one round trip: one hop of `follow`."""
+
+    def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
+        """Those of `predicates` whose property the KG marks as an external identifier (none when the
+        profile names no such mark)."""
+        return set()
+
+    @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...
 
     @abstractmethod
@@ -152,8 +180,11 @@ class Backend(ABC):
     def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]: ...
 
     @abstractmethod
+    def lookup(self, name: str, limit: int) -> Lookup:
+        """Entities by name, best first: the id, the whole name, then its words, then near spellings."""
+
     def find_entities(self, name: str, limit: int) -> list[EntityHit]:
-        """Entities by label: exact first, then case-insensitive, then prefix."""
+        return self.lookup(name, limit).hits
 
     # --- whole store --------------------------------------------------------------------------
     @abstractmethod

@@ -18,6 +18,7 @@ import time
 
 import httpx2
 
+from kg_mcp.backends.engine_answers import refuse_if_too_heavy
 from kg_mcp.errors import EndpointError, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ class SparqlHttp:
 
     def fetch(self, query: str) -> bytes:
         """The endpoint's answer to `query`, within the deadline, retried where retrying can help."""
+        return self.fetch_with_headers(query)[0]
+
+    def fetch_with_headers(self, query: str) -> tuple[bytes, dict[str, str]]:
+        """`fetch`, with the answer's headers (engines flag cut and partial answers there)."""
         deadline = time.monotonic() + self.timeout_s
         backoff = _BACKOFF_START_S
         last_problem = "no attempt was made"
@@ -79,7 +84,7 @@ class SparqlHttp:
             "The KG service is slow or unavailable; try again later or with a narrower call.",
         )
 
-    def _request(self, query: str, deadline: float) -> bytes:
+    def _request(self, query: str, deadline: float) -> tuple[bytes, dict[str, str]]:
         remaining = max(0.001, deadline - time.monotonic())
         try:
             with self.client.stream("POST", self.url, data={"query": query}, timeout=remaining) as response:
@@ -90,7 +95,7 @@ class SparqlHttp:
                     chunks.append(chunk)
                     if time.monotonic() > deadline:
                         raise _Retryable(f"timed out (no complete answer within {self.timeout_s:g} s)")
-                return b"".join(chunks)
+                return b"".join(chunks), dict(response.headers.items())
         except httpx2.ConnectTimeout:
             raise _Retryable(f"timed out (no connection within {self.timeout_s:g} s)") from None
         except httpx2.TimeoutException:
@@ -106,6 +111,9 @@ class SparqlHttp:
             response.read()
             message = f"The endpoint rejected the query: {_short(response.text)}"
             raise InvalidInput(message, "Fix the query and try again.")
+        if status >= 500:
+            response.read()
+            refuse_if_too_heavy(self.url, response.text[:4096])
         if status in _RETRY_STATUS:
             raise _Retryable(f"HTTP {status} ({reason})", _retry_after(response.headers.get("Retry-After")))
         if status == 404:

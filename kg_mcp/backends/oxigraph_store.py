@@ -7,13 +7,19 @@ import threading
 import pyoxigraph as ox
 
 from kg_mcp.backends.base import Direction, RelationCount, Rows
+from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats
+from kg_mcp.names import NameIndex
+from kg_mcp.names.store_index import memory_index
 
 
 class OxigraphBackend(SparqlBackend):
+    """A local store. Names are looked up in its name index (kg_mcp.names): the file built by
+    `kg-mcp load` for a store on disk, one built in memory on first use for an in-memory store."""
+
     kind = "oxigraph"
 
     def __init__(self, store: ox.Store, *args, location: str = "memory", path: str | None = None, **kwargs):
@@ -23,6 +29,38 @@ class OxigraphBackend(SparqlBackend):
         self.path = path  # the store's directory; None for an in-memory store
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
+        self._names: NameIndex | None = None
+        self._names_tried = False
+        self._semantic = None  # kg_mcp.names.semantic.SemanticNames, made on first use
+        self._names_lock = threading.Lock()
+
+    def use_names(self, index: NameIndex | None) -> None:
+        """Look names up in `index` (None: by label queries, as on an endpoint)."""
+        self._names, self._names_tried = index, True
+
+    def _name_index(self) -> NameIndex | None:
+        with self._names_lock:
+            if not self._names_tried:  # an in-memory store: index it now, it is small
+                self._names_tried = True
+                if self.settings.name_index:
+                    self._names = memory_index(self.store, self.profile, self.settings.languages)
+        return self._names
+
+    def _name_matches(self, name: str, limit: int):
+        index = self._name_index()
+        if index is None:
+            return super()._name_matches(name, limit)
+        pool = max(limit * 2, 10)  # candidates per tier whose degrees are compared
+        matches = index.lookup(name, pool, fill=limit)
+        method = "name index"
+        if not matches and self.settings.semantic_lookup:
+            from kg_mcp.names.semantic import SemanticNames  # numpy and the model load only if asked for
+
+            with self._names_lock:
+                self._semantic = self._semantic or SemanticNames(index)
+            matches = self._semantic.nearest(name, pool)
+            method = "name index, then nearest names by embedding"
+        return method, [(ox.NamedNode(m.entity), m.kind, m.order) for m in matches]
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
@@ -53,11 +91,13 @@ class OxigraphBackend(SparqlBackend):
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
         return hub_stats(self.store, node, direction is Direction.OUTGOING)
 
-    def _solutions(self, query: str) -> ox.QuerySolutions:
+    def _solutions(self, query: str) -> Solutions:
         try:
-            return self.store.query(query)
+            return solutions_of(self.store.query(query))
         except OSError as e:
-            raise EndpointError(f"The store at {self.location} could not be read: {e}") from e
+            problem = str(e)
+        # Raised outside the except block, so no frame holding a result iterator goes with it.
+        raise EndpointError(f"The store at {self.location} could not be read: {problem}")
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
@@ -83,6 +123,8 @@ class OxigraphBackend(SparqlBackend):
         return stats
 
     def close(self) -> None:
+        if self._names is not None:
+            self._names.close()
         if self._pool is not None:
             self._pool.close()
         self.store = None  # RocksDB closes when the last reference goes

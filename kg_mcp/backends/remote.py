@@ -8,13 +8,16 @@ every request names kg-mcp and a contact.
 from __future__ import annotations
 
 import logging
-
-import pyoxigraph as ox
+from dataclasses import replace
 
 from kg_mcp import __version__
+from kg_mcp.backends import text_search
+from kg_mcp.backends._rows import capped_rows
+from kg_mcp.backends.base import Rows
+from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError
+from kg_mcp.errors import EndpointError, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -29,45 +32,81 @@ class RemoteBackend(SparqlBackend):
         self.http = SparqlHttp(url, user_agent=self.user_agent, timeout_s=self.settings.timeout_s, retries=self.settings.retries)
         # A full scan of labels would time out on a large public endpoint; Wikidata has a search API.
         self.label_scan = self.profile.name != "wikidata"
-        self.use_entity_search = self.profile.entity_search == "mwapi" and "query.wikidata.org" in url
+        # The engine's own text search for find_entities: from the settings, the profile (Wikidata's
+        # public service has mwapi), or a probe on first use (None until then).
+        chosen = self.settings.text_search
+        if chosen == "auto" and self.profile.entity_search == "mwapi" and "query.wikidata.org" in url:
+            chosen = "mwapi"
+        self.text_search: str | None = None if chosen == "auto" else chosen
+
+    @property
+    def use_entity_search(self) -> bool:
+        return self.text_search == "mwapi"
 
     # --- transport (kg_mcp.backends.http_transport) ----------------------------------------------
-    def _fetch(self, query: str) -> bytes:
-        return self.http.fetch(query)
+    def _fetch(self, query: str) -> tuple[bytes, dict[str, str]]:
+        return self.http.fetch_with_headers(query)
 
     def close(self) -> None:
         self.http.close()
 
-    def _solutions(self, query: str) -> ox.QuerySolutions:
-        return self._parse(self._fetch(query))
+    def _solutions(self, query: str) -> Solutions:
+        answer = self._answer(query)
+        if answer.partial:
+            raise EndpointError(
+                f"The endpoint {self.url} stopped the query at its own time limit and sent a partial answer "
+                f"({answer.partial}).",
+                "Narrow the call (fewer relations, a smaller limit) or try again later.",
+            )
+        if answer.cut_at is not None:
+            log.warning("endpoint %s cut an answer at its limit of %d rows", self.url, answer.cut_at)
+        return answer.result
 
     def _boolean(self, query: str) -> bool:
-        return bool(self._parse(self._fetch(query)))
+        return bool(self._solutions(query))
 
-    def _run_any(self, query: str):
-        result = self._parse(self._fetch(query))
-        return bool(result) if isinstance(result, ox.QueryBoolean) else result
+    def run_query(self, query: str, row_cap: int) -> Rows:
+        answer = self._answer(query)
+        rows = capped_rows(answer.result, row_cap)
+        # An answer cut at the engine's row limit has no known total, however many rows came.
+        total = None if answer.cut_at is not None else rows.total
+        return replace(rows, total=total, cut_at=answer.cut_at, partial=answer.partial)
 
-    def _parse(self, body: bytes):
+    def _answer(self, query: str) -> Answer:
+        body, headers = self._fetch(query)
         try:
-            result = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
-            if isinstance(result, ox.QuerySolutions):
-                # The parser is lazy: a body cut off after its head fails only while rows are read,
-                # far from here. Read it through once now, then hand out a fresh parse.
-                for _ in result:
-                    pass
-                result = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
-            return result
+            return read_answer(body, headers)
         except SyntaxError as e:
-            raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({e}).") from None
+            problem = str(e)
+        # Raised outside the except block: the parser's frames (and its result iterator, bound to
+        # this thread) must not travel with the error to the thread that reports it.
+        raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
-    def _fuzzy_matches(self, name: str, limit: int):
-        if self.use_entity_search:
-            from kg_mcp.backends import _queries as q
+    def _name_matches(self, name: str, limit: int):
+        engine = self._text_engine()
+        query = None if engine == "labels" else text_search.search_query(
+            engine, name, self.label_predicates, self.settings.languages, limit * 4
+        )
+        if query is None:
+            return super()._name_matches(name, limit)
+        found = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
+        for solution in self._solutions(query):
+            if (node := text_search.found(solution)) is not None:
+                found.setdefault(node, "search")
+        return text_search.METHODS[engine], [(n, m, 0) for n, m in found.items()]
 
-            language = self.settings.languages[0] if self.settings.languages else "en"
-            return [(s["x"], "search") for s in self._solutions(q.wikidata_entity_search(name, language, limit))]
+    def _text_engine(self) -> str:
+        if self.text_search is None:
+            try:
+                self._solutions(text_search.VIRTUOSO_PROBE)
+                self.text_search = "virtuoso"
+            except (InvalidInput, EndpointError):
+                self.text_search = "labels"
+            log.info("endpoint %s: find_entities uses %s", self.url, self.text_search)
+        return self.text_search
+
+    def _fuzzy_matches(self, name: str, limit: int):
         try:
             return super()._fuzzy_matches(name, limit)
         except EndpointError:  # a label scan too heavy for this endpoint: keep the exact matches
@@ -75,7 +114,7 @@ class RemoteBackend(SparqlBackend):
             return []
 
     def stats(self):
-        # Counting a public endpoint's triples would time out; say what we are connected to.
-        from kg_mcp.backends.base import StoreStats
+        # Counting a public endpoint's triples would time out: VoID figures or bounded counts.
+        from kg_mcp.backends.endpoint_stats import endpoint_stats
 
-        return StoreStats(kind=self.kind, profile=self.profile.name, triples=None, details={"endpoint": self.url})
+        return endpoint_stats(self, self.count_cap)

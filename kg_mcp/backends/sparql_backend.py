@@ -6,6 +6,7 @@ HTTP endpoint. Both hand back pyoxigraph result objects, so everything here is s
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 
@@ -17,6 +18,7 @@ from kg_mcp.backends.base import (
     Backend,
     Direction,
     EntityHit,
+    Lookup,
     Neighbour,
     Qualifier,
     RelationCount,
@@ -24,13 +26,46 @@ from kg_mcp.backends.base import (
     StoreStats,
     Term,
 )
+from kg_mcp.backends.engine_answers import Solutions
 from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
 from kg_mcp.ids import Vocabulary, check_text
 from kg_mcp.profiles import Profile
 from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
+_MAX_RELATIONS = 2000  # distinct relations listed around one node when its edges are too many to count
 _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
+
+
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_YEAR = 9  # Wikibase time precisions: 9 year, 10 month, 11 day (lower: decade, century, ...)
+_MONTH = 10
+
+
+def with_precision(value: Term | None, precision: Term | None) -> Term | None:
+    """A date literal cut to the precision the KG states: a year-precision date becomes xsd:gYear.
+
+    >>> with_precision(ox.Literal("1974-01-01T00:00:00Z", datatype=ox.NamedNode(_XSD + "dateTime")), ox.Literal("9"))
+    <Literal value=1974 datatype=<NamedNode value=http://www.w3.org/2001/XMLSchema#gYear>>
+    """
+    if not isinstance(value, ox.Literal) or value.datatype.value != _XSD + "dateTime" or precision is None:
+        return value
+    try:
+        level = int(precision.value)
+    except ValueError:
+        return value
+    match = re.match(r"^([+-]?\d{1,})-(\d\d)", value.value)
+    if match is None or level > _MONTH:
+        return value
+    year = match.group(1).lstrip("+")
+    if level == _MONTH:
+        return ox.Literal(f"{year}-{match.group(2)}", datatype=ox.NamedNode(_XSD + "gYearMonth"))
+    return ox.Literal(year, datatype=ox.NamedNode(_XSD + "gYear"))
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key with digit runs compared as numbers (P580 before P1545)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
 def _chunks(items: Sequence, size: int = _VALUES_CHUNK) -> Iterable[Sequence]:
@@ -53,11 +88,12 @@ class SparqlBackend(Backend):
         self.label_predicates = tuple(label_predicates or profile.label_predicates)
         self.count_cap = settings.count_cap
         self._label_cache: dict[Term, str | None] = {}
+        self._identifier_cache: dict[ox.NamedNode, bool] = {}  # property entity → marked as an identifier
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod
-    def _solutions(self, query: str) -> ox.QuerySolutions:
-        """Run a SELECT; errors are already translated to kg_mcp.errors."""
+    def _solutions(self, query: str) -> Solutions:
+        """Run a SELECT and read all its rows; errors are already translated to kg_mcp.errors."""
 
     @abstractmethod
     def _boolean(self, query: str) -> bool: ...
@@ -170,17 +206,43 @@ class SparqlBackend(Backend):
         }
         if not claims:
             return rows
-        found: dict[tuple[str, Term], list[Qualifier]] = {}
+        found: dict[tuple[str, Term], dict[Qualifier, None]] = {}
+        precise: dict[tuple[str, Term], Term] = {}
         for chunk in _chunks(sorted(claims, key=str)):
             for s in self._solutions(q.qualifiers(self.profile, node, chunk)):
                 key = (s["claim"].value[len(model.claim) :], s["value"])
-                found.setdefault(key, []).append(Qualifier(s["q"], s["qv"]))
+                quals = found.setdefault(key, {})
+                if s["q"] is not None:
+                    quals[Qualifier(s["q"], with_precision(s["qv"], s["qprec"]))] = None
+                if s["vprec"] is not None:
+                    precise[key] = with_precision(s["value"], s["vprec"])
         if not found:
             return rows
-        return [
-            Neighbour(r.predicate, r.value, tuple(found.get((r.predicate.value[len(model.direct) :], r.value), ())))
-            for r in rows
-        ]
+        out = []
+        for r in rows:
+            key = (r.predicate.value[len(model.direct) :], r.value)
+            # Qualifiers in their property's natural order: start time (P580) before end time (P582).
+            quals = sorted(found.get(key, {}), key=lambda x: (natural_key(x.predicate.value), str(x.value)))
+            out.append(Neighbour(r.predicate, precise.get(key, r.value), tuple(quals)))
+        return out
+
+    def step(
+        self, sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int
+    ) -> list[tuple[ox.NamedNode, Term]]:
+        if not sources:
+            return []
+        return [(s["s"], s["o"]) for s in self._solutions(q.step(sources, predicate, direction, limit))]
+
+    def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
+        mark = self.profile.identifier_mark
+        if not mark or not predicates:
+            return set()
+        carrier = {p: ox.NamedNode(self.profile.property_entity_of(p.value)) for p in predicates}
+        todo = sorted({c for c in carrier.values() if c not in self._identifier_cache}, key=str)
+        for chunk in _chunks(todo):
+            marked = {s["x"] for s in self._solutions(q.marked_properties(chunk, mark))}
+            self._identifier_cache.update({c: c in marked for c in chunk})
+        return {p for p, c in carrier.items() if self._identifier_cache.get(c)}
 
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
         query = q.relations_around(self.profile, node, self.count_cap, self.label_predicates, self.settings.languages)
@@ -194,6 +256,14 @@ class SparqlBackend(Backend):
             rows.append((s["p"], way, int(s["n"].value)))
         self._remember_labels(own)
         exact = sum(n for *_, n in rows) < self.count_cap
+        if not exact:
+            # The first `count_cap` edges come in the engine's index order and may all share one
+            # predicate (Virtuoso): list every predicate, those not seen among them as "1+".
+            seen = {(p, way) for p, way, _ in rows}
+            for s in self._solutions(q.distinct_relations(self.profile, node, _MAX_RELATIONS)):
+                way = Direction.OUTGOING if s["d"].value == "out" else Direction.INCOMING
+                if (s["p"], way) not in seen:
+                    rows.append((s["p"], way, 1))
         rows.sort(key=lambda r: (r[1] is Direction.INCOMING, -r[2]))
         return [RelationCount(p, way, n, exact) for p, way, n in rows]
 
@@ -224,7 +294,11 @@ class SparqlBackend(Backend):
         if missing:
             best = self._best_literals(missing, self.label_predicates)
             self._remember_labels({node: best.get(node) for node in missing})
-        return {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        found = {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        for t in carrier:
+            if t not in found and (unnamed := self.profile.unnamed_label_of(t.value)):
+                found[t] = unnamed
+        return found
 
     def _remember_labels(self, labels: dict) -> None:
         if len(self._label_cache) + len(labels) > _LABEL_CACHE_SIZE:
@@ -260,32 +334,50 @@ class SparqlBackend(Backend):
                     best[s["x"]] = ((99, 99), s["label"].value)
         return {node: text for node, (_, text) in best.items()}
 
-    def find_entities(self, name: str, limit: int) -> list[EntityHit]:
+    # Match kinds in rank order; hits of one rank are ordered by the matcher's own order within
+    # it (fewer typos first, for instance), then by degree.
+    _MATCH_RANK = {
+        "id": 0, "exact": 1, "folded": 2, "case-insensitive": 2, "alias": 3, "words": 4, "prefix": 4,
+        "search": 5, "fuzzy": 6, "semantic": 7,
+    }
+
+    def lookup(self, name: str, limit: int) -> Lookup:
         name = check_text(name, "name")
-        found: dict[ox.NamedNode, str] = {}
+        found: dict[ox.NamedNode, tuple[str, int]] = {}
         try:
             node = self.vocab.parse(name)
         except InvalidInput:
             node = None
         if node is not None and self.exists(node):
-            found[node] = "id"
-        for n in self._nodes_labelled(name, limit * 2):
-            found.setdefault(n, "exact")
+            found[node] = ("id", 0)
+        method, matches = self._name_matches(name, limit)
+        for n, match, edits in matches:
+            found.setdefault(n, (match, edits))
+        order = self._MATCH_RANK
+        # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
+        candidates: list[ox.NamedNode] = []
+        for rank in sorted({order[m] for m, _ in found.values()}):
+            if len(candidates) >= limit:
+                break
+            candidates += [n for n, (m, _) in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
+        degrees = {n: self._degree(n) for n in candidates}
+        # Ties keep the matcher's order (for label queries: the order the store gave).
+        ranked = sorted(candidates, key=lambda n: (order[found[n][0]], found[n][1], -degrees[n]))[:limit]
+        labels = self.labels(ranked)  # only for the hits shown: each costs a query or two
+        descriptions = self.descriptions(ranked)
+        return Lookup([EntityHit(n, labels.get(n), descriptions.get(n), degrees[n], found[n][0]) for n in ranked], method)
+
+    def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple[ox.NamedNode, str, int]]]:
+        """(method, [(entity, match kind, order within the kind)]): the exact label query, then a label
+        scan where affordable."""
+        found: dict[ox.NamedNode, str] = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):
                 found.setdefault(n, match)
-        order = {"id": 0, "exact": 1, "case-insensitive": 2, "prefix": 3, "search": 4}
-        # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
-        candidates: list[ox.NamedNode] = []
-        for rank in sorted({order[m] for m in found.values()}):
-            if len(candidates) >= limit:
-                break
-            candidates += [n for n, m in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
-        labels = self.labels(candidates)
-        descriptions = self.descriptions(candidates)
-        hits = [EntityHit(n, labels.get(n), descriptions.get(n), self._degree(n), found[n]) for n in candidates]
-        hits.sort(key=lambda h: (order[h.match], -h.degree, len(h.label or "")))
-        return hits[:limit]
+        return self._label_method(), [(n, m, 0) for n, m in found.items()]
+
+    def _label_method(self) -> str:
+        return "label queries (exact, case-insensitive, prefix)" if self.label_scan else "exact label query"
 
     def _fuzzy_matches(self, name: str, limit: int) -> Iterable[tuple[ox.NamedNode, str]]:
         """Case-insensitive and prefix label matches (a label scan, where the store allows one)."""
@@ -322,3 +414,4 @@ class SparqlBackend(Backend):
             relations=self._count(q.count_distinct("p")),
             top_relations=top,
         )
+

@@ -37,8 +37,12 @@ from kg_mcp.errors import ConfigError
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Trace file (JSON lines); default traces/METHOD-TIME.jsonl.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="Show no progress on stderr (tool calls, the thinking spinner).")
+@click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
+              help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
 def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql, agent, model, base_url, supervisor,
-        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json):
+        supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json,
+        quiet, tool_mode):
     """Answer QUESTION with an agent that explores the KG through a kg-mcp server.
 
     \b
@@ -65,18 +69,25 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
         kg = KGClient.connect(url=url, token=read_token(env_var=auth_token_env))
     else:
         kg = KGClient.connect(server=_open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql)))
-    trace = Trace(trace_path or default_trace_path(agent))
+    from kg_mcp.cli.progress import Progress
+
+    progress = None if quiet else Progress()
+    trace = Trace(trace_path or default_trace_path(agent), listener=progress)
     sampling = Sampling(temperature=temperature, seed=seed)
 
     async def go():
         async with kg:
             return await run_ask(question, kg, method=agent, model=main_model, supervisor=supervisor_model,
-                                 topics=parse_topics(list(topic_values)), limit=limit, sampling=sampling, trace=trace)
+                                 topics=parse_topics(list(topic_values)), limit=limit, sampling=sampling, trace=trace,
+                                 tools=tool_mode)
 
     try:
         result = asyncio.run(go())
     except ModelError as e:
         raise click.ClickException(f"the model failed: {e} (trace: {trace.path})") from None
+    finally:
+        if progress is not None:
+            progress.close()
     if as_json:
         usage = {role: vars(u) for role, u in result.usage.items()}
         click.echo(json.dumps({"answers": result.answers, "abstained": result.abstained,
@@ -131,6 +142,7 @@ def export_trajectories(run_dir, gold_path, match, out, min_reward):
 
 _BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h", "pathquestion-l2h",
                "qald10", "colota-qa", "colota-cv")  # kg_mcp.agents.evaluation.benchmarks.NAMES
+_LOOKUP_ONLY = ("kg-labels",)  # --lookup with names drawn from the --store's own labels
 
 
 def _echo_warnings(caught) -> None:
@@ -139,12 +151,17 @@ def _echo_warnings(caught) -> None:
 
 
 @main.command("eval")
-@click.option("--benchmark", required=True, type=click.Choice(_BENCHMARKS), help="The benchmark to run.")
+@click.option("--benchmark", required=True, type=click.Choice(_BENCHMARKS + _LOOKUP_ONLY), help="The benchmark to run.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path),
               help="Benchmark data: a folder laid out like ../shared/data (default), or one question file.")
 @click.option("--kb", "kb_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="KB file(s) to build the store from (default: the benchmark's own).")
 @click.option("--oracle", is_flag=True, help="No model: walk the gold paths through the tools; report recall and tokens.")
+@click.option("--mode", "oracle_mode", type=click.Choice(["sog", "batched", "follow"]), default="sog", show_default=True,
+              help="--oracle: one search per entity (sog), one batched search per hop, or one follow call.")
+@click.option("--json", "as_json", is_flag=True, help="--oracle: print the summary as JSON.")
+@click.option("--lookup", is_flag=True,
+              help="No model: look the topic names up as people type them (typos, lower case, partial, reordered, aliases).")
 @click.option("--agent", default="sog", show_default=True, help="sog, ark, r2kg, r2kg-sc (any method kg-mcp ask knows).")
 @click.option("--model", envvar="KG_MCP_MODEL", default="openai:gpt-4o-mini", show_default=True, help="provider:NAME")
 @click.option("--base-url", help="The model API's base URL (an OpenAI-compatible server: vLLM, Ollama, llama.cpp).")
@@ -167,17 +184,31 @@ def _echo_warnings(caught) -> None:
 @click.option("--no-build", is_flag=True, help="Do not build a missing benchmark store; print the command instead.")
 @click.option("--max-steps", type=int, help="The method's cap: SoG turns, ARK-V1 steps, R2-KG iterations.")
 @click.option("--temperature", type=float)
-def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
+@click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
+              help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
+@click.option("--ranking", is_flag=True, help="No model: recall@k of kgr_search's rankers on the gold paths' hops.")
+@click.option("--ranker", "rankers", multiple=True, help="With --ranking: lexical, embedding, gnn, gnn:FILE (repeatable).")
+@click.option("--top-k", type=click.IntRange(1, 100), multiple=True, default=[20], show_default=True,
+              help="With --ranking: triples shown (repeatable: one line per k).")
+def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
-                 url, auth_token_env, store_cache, no_build, max_steps, temperature):
+                 url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode, ranking, rankers, top_k):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
 
     \b
     kg-mcp eval --benchmark metaqa-2hop --agent sog --model openai:gpt-4o-mini --sample 200 --out runs/sog-2hop
     kg-mcp eval --benchmark metaqa-3hop --oracle
+    kg-mcp eval --benchmark metaqa-1hop --lookup --sample 200
+    kg-mcp eval --benchmark metaqa-3hop --ranking --ranker lexical --ranker gnn --sample 300
     kg-mcp report runs/sog-2hop runs/r2kg-2hop
     """
     import warnings
+
+    if lookup:
+        _run_lookup(benchmark, data, kb_files, limit, sample, seed, store, profile, languages, store_cache, no_build)
+        return
+    if benchmark in _LOOKUP_ONLY:
+        raise ConfigError(f"--benchmark {benchmark} is for --lookup only.")
 
     from kg_mcp.agents.evaluation.benchmarks import WITH_GOLD_PATHS, load_benchmark, select
     from kg_mcp.agents.evaluation.stores import choose_kg
@@ -187,6 +218,11 @@ def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supe
         warnings.simplefilter("always")
         bench = load_benchmark(benchmark, data, list(kb_files) or None)
     _echo_warnings(caught)
+    if ranking:
+        from kg_mcp.cli.ranking_commands import run_ranking
+
+        return run_ranking(bench, rankers=rankers, top_k=top_k, sample=sample, seed=seed, limit=limit, store=store,
+                           store_cache=store_cache, no_build=no_build)
     questions = select(bench.questions, limit=limit, sample=sample, seed=seed)
     if oracle and benchmark not in WITH_GOLD_PATHS:
         raise ConfigError(f"--oracle needs gold paths: {', '.join(WITH_GOLD_PATHS)}.")
@@ -196,30 +232,62 @@ def eval_command(benchmark, data, kb_files, oracle, agent, model, base_url, supe
                    token=read_token(env_var=auth_token_env), profile=profile, settings=_settings(languages, enable_sparql),
                    cache_dir=store_cache, build=not no_build)
     if oracle:
-        _run_oracle(bench, questions, kg, out)
+        _run_oracle(bench, questions, kg, out, oracle_mode, as_json)
     else:
         _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
-                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed})
+                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed}, tool_mode)
 
 
-def _run_oracle(bench, questions, kg, out) -> None:
+def _run_lookup(benchmark, data, kb_files, limit, sample, seed, store, profile, languages, store_cache, no_build) -> None:
+    """`eval --lookup`: recall@1/@5 of find_entities on perturbed topic names, in process (no server, no model)."""
+    import warnings
+
+    from kg_mcp.agents.evaluation.benchmarks import load_benchmark, select
+    from kg_mcp.agents.evaluation.lookup import cases_for, format_lookup, run_lookup, topics_from_labels, topics_from_names
+    from kg_mcp.agents.evaluation.stores import ensure_store
+
+    settings = _settings(languages, False)
+    if benchmark in _LOOKUP_ONLY:
+        if not store:
+            raise ConfigError(f"--benchmark {benchmark} draws names from a store's labels: give --store DIR.")
+        backend = _open(store, None, False, profile, settings)
+        topics, missing = topics_from_labels(backend, settings, sample or 100, seed), 0
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bench = load_benchmark(benchmark, data, list(kb_files) or None)
+        _echo_warnings(caught)
+        questions = select(bench.questions, limit=limit, sample=sample, seed=seed)
+        store = store or ensure_store(bench, store_cache, build=not no_build)
+        backend = _open(store, None, False, profile, settings)
+        topics, missing = topics_from_names(backend, [n for q in questions for n in q.topics], settings)
+    try:
+        summary = run_lookup(backend, settings, cases_for(topics, seed))
+    finally:
+        backend.close()
+    summary.skipped = missing
+    click.echo(format_lookup(summary, f"lookup {benchmark}"))
+
+
+def _run_oracle(bench, questions, kg, out, mode="sog", as_json=False) -> None:
     from kg_mcp.agents.evaluation.oracle import format_summary, row_dict, run_oracle
 
     async def go():
         async with kg.client() as client:
-            return await run_oracle(bench, questions, client)
+            return await run_oracle(bench, questions, client, mode=mode)
 
     summary, rows = asyncio.run(go())
-    click.echo(format_summary([summary]))
+    click.echo(json.dumps(summary, indent=1) if as_json else format_summary([summary]))
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        with (out / f"oracle-{bench.name}.jsonl").open("w", encoding="utf-8") as f:
+        name = f"oracle-{bench.name}" + ("" if mode == "sog" else f"-{mode}")
+        with (out / f"{name}.jsonl").open("w", encoding="utf-8") as f:
             f.writelines(json.dumps(row_dict(r), ensure_ascii=False) + "\n" for r in rows)
-        (out / f"oracle-{bench.name}.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        (out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
 def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
-              max_steps, temperature, selection) -> None:
+              max_steps, temperature, selection, tool_mode="paper") -> None:
     from kg_mcp.agents.ask import METHODS
     from kg_mcp.agents.evaluation.rundir import RunDir
     from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
@@ -235,7 +303,8 @@ def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervis
         raise click.ClickException(str(e)) from None
     plan = EvalPlan(benchmark=bench, questions=questions, agent=agent, model=model, out=out, kg=kg, supervisor=supervisor,
                     base_url=base_url, repeat=repeat, concurrency=concurrency, agent_limit=max_steps,
-                    sampling=Sampling(temperature=temperature) if temperature is not None else None, selection=selection)
+                    sampling=Sampling(temperature=temperature) if temperature is not None else None, selection=selection,
+                    tools=tool_mode)
     try:
         stats = asyncio.run(run_eval(plan, main_model, supervisor_model))
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ Only the command line turns errors into exit messages; everything it calls raise
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -29,20 +30,44 @@ def _setup_logging(verbose: bool) -> None:
 def _store_options(func):
     """--store / --sparql / --wikidata / --profile, shared by serve, call and info."""
     options = [
-        click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="An Oxigraph store made by `kg-mcp load`."),
-        click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint URL (read-only)."),
-        click.option("--wikidata", is_flag=True, help="The public Wikidata query service."),
+        # The variables are how an MCP Bundle (manifest.json) passes its settings; empty means unset.
+        click.option("--store", type=click.Path(file_okay=False, path_type=Path), envvar="KG_MCP_STORE",
+                     help="An Oxigraph store made by `kg-mcp load` (KG_MCP_STORE)."),
+        click.option("--sparql", "sparql_url", metavar="URL", envvar="KG_MCP_SPARQL_URL",
+                     help="A SPARQL endpoint URL, read-only (KG_MCP_SPARQL_URL)."),
+        click.option("--wikidata", is_flag=True, envvar="KG_MCP_WIKIDATA", help="The public Wikidata query service (KG_MCP_WIKIDATA)."),
         click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given)."),
         click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
         click.option("--enable-sparql", is_flag=True, help="Also expose the read-only `sparql` tool."),
+        click.option(
+            "--prefix",
+            multiple=True,
+            metavar="NAME=IRI",
+            expose_value=False,  # read by _settings, so that no command's signature changes
+            callback=_remember_prefixes,
+            help="Show and accept ids of namespace IRI as NAME:local (repeatable).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
+def _remember_prefixes(ctx: click.Context, param, values: tuple[str, ...]) -> None:
+    prefixes = {}
+    for value in values:
+        name, _, iri = value.partition("=")
+        if not re.fullmatch(r"[A-Za-z][\w\-.]*", name) or not iri.startswith(("http://", "https://", "urn:")):
+            raise click.BadParameter(f"{value!r}: write NAME=IRI, e.g. --prefix ex=http://example.org/", param=param)
+        prefixes[name] = iri
+    ctx.meta["kg_mcp.prefixes"] = prefixes
+
+
 def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
     overrides: dict = {}
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get("kg_mcp.prefixes"):
+        overrides["prefixes"] = ctx.meta["kg_mcp.prefixes"]
     if languages:
         overrides["languages"] = list(languages)
     if enable_sparql:

@@ -13,6 +13,7 @@ import click
 
 from kg_mcp.cli.common import _open, _settings, _store_options, main
 from kg_mcp.errors import ConfigError
+from kg_mcp.profiles import PROFILES
 
 log = logging.getLogger("kg_mcp")
 
@@ -90,11 +91,44 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
     click.echo(report.summary(), err=True)
 
 
+def _any_server_options(func):
+    """The KG options, or another MCP server: spawned (--server-cmd) or over HTTP (--url)."""
+    options = [
+        click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio."),
+        click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp."),
+        click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return _store_options(func)
+
+
 @main.command()
-@_store_options
-@click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio.")
-@click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp.")
-@click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url).")
+@click.option("--store", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A store made by `kg-mcp load`.")
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
+@click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
+def index(store, profile, languages):
+    """(Re)build the name index of a store that `find_entities` looks names up in.
+
+    `kg-mcp load` builds it with the store, and a store without one gets it on first open; this
+    rebuilds it for other languages or a store loaded by an older kg-mcp.
+    """
+    import pyoxigraph as ox
+
+    from kg_mcp.names.store_index import build_store_index, store_profile
+
+    try:
+        opened = ox.Store.read_only(str(store))
+    except OSError as e:
+        raise ConfigError(f"Cannot open the store at {store}: {e}") from e
+    chosen = store_profile(opened, profile)
+    count = build_store_index(opened, store, profile=chosen, languages=list(languages) or _settings((), False).languages)
+    click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
+
+
+@main.command()
+@_any_server_options
 @click.option("--json", "as_json", is_flag=True, help="Print the structured content instead of the text.")
 @click.argument("tool")
 @click.argument("arguments", default="{}")
@@ -106,18 +140,31 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
     kg-mcp call --store S search '{"entity": "kg:Catch_Me_If_You_Can"}'
     kg-mcp call --url http://127.0.0.1:8000/mcp --auth-token-env TOKEN get_relations '{"entity": "wd:Q42"}'
     """
-    from kg_mcp.auth import read_token
-
     try:
         args = json.loads(arguments)
     except json.JSONDecodeError as e:
         raise click.BadParameter(f"not JSON: {e}", param_hint="ARGUMENTS") from None
     if not isinstance(args, dict):
         raise click.BadParameter("must be a JSON object", param_hint="ARGUMENTS")
+    result = _talk(_call, (tool, args), store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
+                   auth_token_env)
+    if as_json:
+        click.echo(json.dumps(result.structured_content, indent=1, ensure_ascii=False))
+    else:
+        click.echo("\n".join(getattr(c, "text", str(c)) for c in result.content))
+    if result.is_error:
+        sys.exit(1)
+
+
+def _talk(conversation, args, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
+          auth_token_env):
+    """Run `conversation(client, *args)` against a spawned server, a URL, or a KG served in-process."""
+    from kg_mcp.auth import read_token
+
     if server_cmd and url:
         raise ConfigError("Give --server-cmd or --url, not both.")
     token = read_token(env_var=auth_token_env)
-    refused: list[int] = []  # HTTP 401/403 answers seen by `call --url`
+    refused: list[int] = []  # HTTP 401/403 answers seen with --url
     if server_cmd or url:
         target = _remote_target(server_cmd, url, token, refused)
     else:
@@ -125,8 +172,15 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
 
         backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
         target = build_server(backend, backend.settings)
+
+    async def session():
+        from mcp import Client
+
+        async with Client(target) as client:
+            return await conversation(client, *args)
+
     try:
-        result = asyncio.run(_call(target, tool, args))
+        return asyncio.run(session())
     except Exception as e:  # a server that cannot be started or reached, or refuses us (401...)
         if not (server_cmd or url):
             raise
@@ -136,12 +190,6 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
             ) from None
         cause = _root_cause(e)
         raise click.ClickException(f"cannot talk to the MCP server: {type(cause).__name__}: {cause}") from None
-    if as_json:
-        click.echo(json.dumps(result.structured_content, indent=1, ensure_ascii=False))
-    else:
-        click.echo("\n".join(getattr(c, "text", str(c)) for c in result.content))
-    if result.is_error:
-        sys.exit(1)
 
 
 def _remote_target(server_cmd: str | None, url: str | None, token: str | None, refused: list[int]):
@@ -172,11 +220,29 @@ def _root_cause(error: BaseException) -> BaseException:
     return error
 
 
-async def _call(target, tool: str, args: dict):
-    from mcp import Client
+async def _call(client, tool: str, args: dict):
+    return await client.call_tool(tool, args)
 
-    async with Client(target) as client:
-        return await client.call_tool(tool, args)
+
+@main.command()
+@_any_server_options
+@click.option("--json", "as_json", is_flag=True, help="Print the server's lists as JSON.")
+def tools(store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url, auth_token_env, as_json):
+    """List any MCP server's tools with their arguments, its resources and its prompts.
+
+    \b
+    kg-mcp tools --store S
+    kg-mcp tools --server-cmd 'npx -y @modelcontextprotocol/server-everything'
+    """
+    from kg_mcp.cli.listing import describe, read_lists
+
+    lists = _talk(read_lists, (), store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
+                  auth_token_env)
+    if as_json:
+        click.echo(json.dumps({kind: [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
+                               for kind, items in lists.items()}, indent=1, ensure_ascii=False))
+    else:
+        click.echo(describe(lists))
 
 
 
@@ -191,7 +257,10 @@ def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
         click.echo(f"{key}: {value}")
     for key in ("triples", "entities", "relations"):
         value = getattr(stats, key)
-        click.echo(f"{key}: {'unknown' if value is None else f'{value:,}'}")
+        if value is None:
+            click.echo(f"{key}: not counted")
+        else:
+            click.echo(f"{key}: {'at least ' if stats.bounded else ''}{value:,}")
     if stats.top_relations:
         labels = backend.labels([p for p, _ in stats.top_relations])
         click.echo("top relations:")

@@ -22,7 +22,9 @@ from kg_mcp.loading.rdf_files import blame_line, bulk_load_lines, read_rdf_docum
 from kg_mcp.loading.report import LoadReport, SourceReport
 from kg_mcp.loading.sources import Format, check_readable, detect_format, open_source
 from kg_mcp.loading.text_triples import TextMinter, read_text_triples
+from kg_mcp.names.store_index import build_store_index, store_profile
 from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, RELATION_PATH
+from kg_mcp.settings import Settings
 from kg_mcp.store_meta import read_meta, write_meta
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ def load_sources(
     progress: bool = True,
     hub_threshold: int = DEFAULT_THRESHOLD,
     optimize: bool = False,
+    languages: Sequence[str] | None = None,
 ) -> LoadReport:
     """Load ``sources`` into the Oxigraph store at ``store_dir`` (created if missing).
 
@@ -45,7 +48,8 @@ def load_sources(
     LoadError for unreadable, unrecognised or malformed sources (malformed lines of line-based
     formats are skipped and counted instead when ``skip_bad``). Nodes with at least
     ``hub_threshold`` edges in one direction get predicate statistics (kg_mcp.hubs);
-    ``optimize`` compacts the store afterwards (slower load, somewhat faster reads).
+    ``optimize`` compacts the store afterwards (slower load, somewhat faster reads). The store's
+    name index (labels and aliases in ``languages``, default the settings') is rebuilt with it.
     """
     started = time.perf_counter()
     store_dir = Path(store_dir)
@@ -69,6 +73,13 @@ def load_sources(
             try:
                 report = _load_into(store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold)
                 store.flush()
+                # Inside the staging copy: the swap below replaces store and name index together.
+                index_started = time.perf_counter()
+                report.names = build_store_index(
+                    store, staging, profile=store_profile(store), languages=languages or Settings().languages,
+                    progress=progress,
+                )
+                report.index_seconds = time.perf_counter() - index_started
                 if optimize:
                     store.optimize()
             except BaseException as error:

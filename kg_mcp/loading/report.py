@@ -27,6 +27,8 @@ class LoadReport:
     seconds: float = 0.0
     store_triples: int = 0  # quads in the store after the load, kg-mcp's own metadata excluded
     hubs: int = 0  # (node, direction) pairs with predicate statistics after the load
+    names: int = 0  # labels and aliases in the store's name index
+    index_seconds: float = 0.0  # of `seconds`, building the name index
 
     @property
     def triples(self) -> int:
@@ -43,6 +45,7 @@ class LoadReport:
         lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s)" for s in self.sources]
         if self.hubs:
             lines.append(f"predicate statistics kept for {self.hubs:,} hub direction(s)")
+        lines.append(f"name index: {self.names:,} names ({self.index_seconds:.1f}s)")
         if self.bad_lines:
             lines.append(f"skipped {self.bad_lines:,} bad lines, e.g.:")
             lines += [f"  {example}" for example in self.bad_line_examples]

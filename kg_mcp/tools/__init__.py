@@ -24,18 +24,25 @@ from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import ToolOutput
 from kg_mcp.tools.find_entities import FindResult, find_entities
+from kg_mcp.tools.follow import FollowResult, follow
 from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
 from kg_mcp.tools.search import SearchResult, search
+from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
 from kg_mcp.traversal import TraversalStore
 
-__all__ = ["register_tools", "search", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
+__all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
 Entity = Annotated[
     str,
     Field(description="Entity id as the tools show it (e.g. wd:Q42, kg:Steven_Spielberg, m.0v1xv) or its exact label."),
+]
+
+Entities = Annotated[
+    list[str],
+    Field(description="Several entities in one call instead of entity: one table with an entity column."),
 ]
 
 
@@ -44,8 +51,11 @@ Entity = Annotated[
 # every result against an advertised schema in pure Python, several milliseconds per call.
 OUTPUT_MODELS = {
     "search": SearchResult,
+    "search (entities)": BatchSearchResult,  # the batched form's structured content
+    "follow": FollowResult,
     "get_relations": RelationsResult,
     "explore_kg": ExploreResult,
+    "explore_kg (entities)": BatchExploreResult,
     "verify": VerifyResult,
     "find_entities": FindResult,
     "kgr_search": TraverseResult,
@@ -85,23 +95,58 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
     @server.tool(name="search", annotations=annotations)
     async def search_tool(
-        entity: Entity,
+        entity: Entity = "",
         direction: Annotated[
             Literal["outgoing", "incoming"],
             Field(description="outgoing: the entity is the subject; incoming: the entity is the object."),
         ] = "outgoing",
         properties_to_filter_for: Annotated[
-            list[str] | None,
+            list[str],
             Field(description="Only these properties (ids or labels as listed by an earlier search)."),
-        ] = None,
+        ] = [],
+        limit: Annotated[
+            int, Field(ge=0, description="Most rows to return when you need only some (0: the default, all up to 1000).")
+        ] = 0,
+        entities: Entities = [],
     ) -> CallToolResult:
         """One-hop neighbours of an entity in one direction, as property | propertyLabel | value | valueLabel rows.
 
         When there are more rows than fit and no filter is given, only the properties (with row
         counts) are listed: call again with properties_to_filter_for. Literal values (dates,
         numbers, strings) have an empty label.
+
+        To read the same properties of several entities (every film of a director), pass them
+        all in entities: one call instead of one per entity. limit caps the rows when a few will
+        do. For a chain of relations whose intermediate rows you do not need, use follow.
         """
-        return await run(search, entity, direction, properties_to_filter_for)
+        return await run(search, entity, direction, properties_to_filter_for, limit, entities)
+
+    @server.tool(name="follow", annotations=annotations)
+    async def follow_tool(
+        entity: Entity = "",
+        path: Annotated[
+            list[str],
+            Field(description="Relations to walk in order, ids or labels as search shows them; ~rel walks backwards."),
+        ] = [],
+        entities: Annotated[list[str], Field(description="Several start entities instead of entity.")] = [],
+        paths: Annotated[
+            list[list[str]],
+            Field(
+                description="Instead of entity and path: several paths, each [start entity, relation, ...]; "
+                "the entities every path reaches are returned (an intersection)."
+            ),
+        ] = [],
+        limit: Annotated[int, Field(ge=0, description="Most end entities to list (0: the default, 200).")] = 0,
+    ) -> CallToolResult:
+        """Walk a chain of relations from an entity and list the entities at the end, with how many paths reach each.
+
+        Use it once you know the relations (from search): "genres of films directed by X's
+        director" is follow(entity=X, path=["directed_by", "~directed_by", "has_genre"]), one
+        call instead of a search per film. The size of each hop is reported; a hop that reaches
+        too many entities stops the walk and says where. For "which A is both B and C", pass
+        paths=[[B, rel...], [C, rel...]]: only entities reached by every path are returned.
+        """
+        return await run(follow, entity, path, entities, paths, limit)
 
     @server.tool(name="get_relations", annotations=annotations)
     async def get_relations_tool(entity: Entity) -> CallToolResult:
@@ -110,14 +155,19 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
     @server.tool(name="explore_kg", annotations=annotations)
     async def explore_kg_tool(
-        entity: Entity,
+        entity: Entity = "",
         relations: Annotated[
             list[str],
             Field(description="Relations from get_relations; ~rel walks backwards (entities whose rel points here)."),
-        ],
+        ] = [],
+        entities: Entities = [],
+        limit: Annotated[int, Field(ge=0, description="Most triples to return (0: the default).")] = 0,
     ) -> CallToolResult:
-        """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut."""
-        return await run(explore_kg, entity, relations)
+        """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut.
+
+        Pass several entities in entities to walk the same relations from all of them in one call.
+        """
+        return await run(explore_kg, entity, relations, entities, limit)
 
     @server.tool(name="verify", annotations=annotations)
     async def verify_tool(

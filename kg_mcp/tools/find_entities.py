@@ -19,11 +19,13 @@ class EntityRow(BaseModel):
 
 class FindResult(BaseModel):
     name: str
+    method: str  # how names were looked up (the store's name index, an engine's text search, label queries)
     entities: list[EntityRow]
 
 
 def find_entities(backend: Backend, settings: Settings, name: str, limit: int = 10) -> ToolOutput:
-    hits = backend.find_entities(name, limit)
+    found = backend.lookup(name, limit)
+    hits = found.hits
     cap = settings.degree_cap
     rows = [
         EntityRow(
@@ -33,13 +35,16 @@ def find_entities(backend: Backend, settings: Settings, name: str, limit: int = 
     ]
     if not rows:
         text = (
-            f"find_entities {name!r}: no entity has this label, in any case, or a label starting with it. "
+            f"find_entities {name!r}: no entity has this name or one close to it (looked up by {found.method}). "
             "Try a shorter or differently spelled name."
         )
     else:
-        text = f"find_entities {name!r}: {plural(len(rows), 'entity')} (best first; degree = number of edges).\n" + table(
+        text = (
+            f"find_entities {name!r}: {plural(len(rows), 'entity')} (best first; degree = number of edges; "
+            f"looked up by {found.method}).\n"
+        ) + table(
             ("id", "label", "description", "degree", "match"),
             ((r.id, r.label, r.description, f"{r.degree}+" if r.degree >= cap else str(r.degree), r.match) for r in rows),
             settings,
         )
-    return ToolOutput(capped(text, settings, "Ask for fewer entities."), FindResult(name=name, entities=rows))
+    return ToolOutput(capped(text, settings, "Ask for fewer entities."), FindResult(name=name, method=found.method, entities=rows))

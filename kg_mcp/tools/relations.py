@@ -80,14 +80,29 @@ class ExploreResult(BaseModel):
     relations: list[ExploredRelation]
 
 
-def explore_kg(backend: Backend, settings: Settings, entity: str, relations: list[str]) -> ToolOutput:
-    node = backend.resolve_entity(entity, check=False)
+def explore_kg(
+    backend: Backend, settings: Settings, entity: str = "", relations: list[str] | None = None,
+    entities: list[str] | None = None, limit: int = 0,
+) -> ToolOutput:
+    """One entity: R2-KG's output. Several (`entities`): one table for all (see search_batch)."""
+    refs = ([entity] if entity else []) + list(entities or [])
+    if not refs:
+        raise InvalidInput("No entity given.", "Pass entity (one id or label) or entities (a list of them).")
+    relations = relations or []
     if not relations:
         raise InvalidInput("relations is empty.", "Pass one or more relations from get_relations, e.g. ['directed_by'].")
     if len(relations) > MAX_RELATIONS:
         raise InvalidInput(f"At most {MAX_RELATIONS} relations at once; got {len(relations)}.")
+    if not 0 <= limit <= settings.search_p:
+        raise InvalidInput(f"limit must be between 1 and {settings.search_p}, or 0 for the default; got {limit}.")
     chosen = list(dict.fromkeys(backend.resolve_relation(r) for r in relations))
-    limit = settings.explore_limit
+    if len(refs) > 1:
+        from kg_mcp.tools.search_batch import explore_many
+
+        return explore_many(backend, settings, refs, chosen, limit)
+    entity = refs[0]
+    node = backend.resolve_entity(entity, check=False)
+    limit = limit or settings.explore_limit
     walked = []
     for predicate, direction in chosen:
         found = backend.neighbours(node, direction, [predicate], limit + 1)

@@ -37,6 +37,7 @@ class PropertyCount(BaseModel):
     propertyLabel: str | None
     rows: int
     exact: bool = True  # False: counted among a hub's first edges only, so "at least"
+    identifier: bool = False  # an external identifier: summed up in one line of the text
 
 
 class SearchResult(BaseModel):
@@ -56,17 +57,27 @@ class SearchResult(BaseModel):
 def search(
     backend: Backend,
     settings: Settings,
-    entity: str,
+    entity: str = "",
     direction: str = "outgoing",
     properties_to_filter_for: list[str] | None = None,
+    limit: int = 0,
+    entities: list[str] | None = None,
 ) -> ToolOutput:
+    """One entity: Search-on-Graph's output. Several (`entities`): one table for all (see search_batch)."""
+    refs = ([entity] if entity else []) + list(entities or [])
+    if not refs:
+        raise InvalidInput("No entity given.", "Pass entity (one id or label) or entities (a list of them).")
+    way = parse_direction(direction)
+    row_limit = check_limit(limit, settings)
+    predicates = filter_predicates(backend, properties_to_filter_for or [])
+    if len(refs) > 1:
+        from kg_mcp.tools.search_batch import search_many
+
+        return search_many(backend, settings, refs, way, predicates, row_limit)
+    entity = refs[0]
     node = backend.resolve_entity(entity, check=False)
-    try:
-        way = Direction(direction)
-    except ValueError:
-        raise InvalidInput(f"direction must be 'outgoing' or 'incoming', not {direction!r}.") from None
-    if properties_to_filter_for:
-        return _filtered(backend, settings, node, way, properties_to_filter_for, entity)
+    if predicates:
+        return _filtered(backend, settings, node, way, predicates, entity, row_limit)
     known = backend.known_degree(node, way)
     if known is not None and known > settings.search_k:  # a recorded hub: no need to probe
         return _property_view(backend, settings, node, way)
@@ -75,10 +86,25 @@ def search(
         return _property_view(backend, settings, node, way)
     if not rows:
         backend.require(node, entity)
-    return _rows_view(backend, settings, node, way, rows, total=len(rows), filtered=False)
+    total = len(rows)
+    return _rows_view(backend, settings, node, way, rows[: row_limit or total], total=total, filtered=False, limited=bool(row_limit))
 
 
-def _filtered(backend: Backend, settings: Settings, node, way: Direction, wanted: list[str], ref: str) -> ToolOutput:
+def parse_direction(direction: str) -> Direction:
+    try:
+        return Direction(direction)
+    except ValueError:
+        raise InvalidInput(f"direction must be 'outgoing' or 'incoming', not {direction!r}.") from None
+
+
+def check_limit(limit: int, settings: Settings) -> int:
+    """The row limit asked for (0: the defaults, k and p)."""
+    if not 0 <= limit <= settings.search_p:
+        raise InvalidInput(f"limit must be between 1 and {settings.search_p}, or 0 for the default; got {limit}.")
+    return limit
+
+
+def filter_predicates(backend: Backend, wanted: list[str]) -> list:
     if len(wanted) > MAX_FILTERS:
         raise InvalidInput(f"At most {MAX_FILTERS} properties can be filtered for at once; got {len(wanted)}.")
     predicates = []
@@ -90,16 +116,22 @@ def _filtered(backend: Backend, settings: Settings, node, way: Direction, wanted
             )
         predicate, _ = backend.resolve_relation(ref)
         predicates.append(predicate)
-    predicates = list(dict.fromkeys(predicates))
-    rows = backend.neighbours(node, way, predicates, settings.search_p + 1)
+    return list(dict.fromkeys(predicates))
+
+
+def _filtered(
+    backend: Backend, settings: Settings, node, way: Direction, predicates: list, ref: str, row_limit: int
+) -> ToolOutput:
+    cap = row_limit or settings.search_p
+    rows = backend.neighbours(node, way, predicates, cap + 1)
     total = len(rows)
-    if total > settings.search_p:
+    if total > cap:
         total = backend.count_neighbours(node, way, predicates)
-        rows = rows[: settings.search_p]
+        rows = rows[:cap]
     if not rows:
         return _no_rows(backend, settings, node, way, predicates, ref)
     exact = total < backend.count_cap
-    return _rows_view(backend, settings, node, way, rows, total=total, filtered=True, exact=exact)
+    return _rows_view(backend, settings, node, way, rows, total=total, filtered=True, exact=exact, limited=bool(row_limit))
 
 
 def _rows_view(
@@ -112,6 +144,7 @@ def _rows_view(
     total: int,
     filtered: bool,
     exact: bool = True,
+    limited: bool = False,
 ) -> ToolOutput:
     namer = Namer(backend, settings, [node])
     namer.add(t for r in rows for t in (r.predicate, r.value))
@@ -130,21 +163,13 @@ def _rows_view(
     ]
     truncated = total > len(rows)
     head = f"search {namer.heading(node)}, {way.value}: {'' if exact else 'at least '}{plural(total, 'row')}"
-    if truncated:
+    if truncated and limited:
+        head += f", showing the first {len(rows)} (limit). Raise limit to see more."
+    elif truncated:
         head += f", showing the first {len(rows)} (cut). Filter for fewer properties to see the rest."
     elif not filtered and not rows:
         head += f". The entity has no {way.value} edges; try the other direction."
-    md_rows = []
-    for r, o in zip(rows, out_rows):
-        value_label = o["value"]["label"] or ""
-        if r.qualifiers:
-            # Qualifiers ride along in the label column: "St John's College [start time: 1971-01-01]".
-            parts = "; ".join(
-                f"{namer.predicate_label(qual.predicate)}: {namer.label(qual.value) or namer.value_text(qual.value)}"
-                for qual in r.qualifiers
-            )
-            value_label = f"{value_label} [{parts}]".strip()
-        md_rows.append((o["property"], o["propertyLabel"], namer.value_text(r.value), value_label))
+    md_rows = [(o["property"], o["propertyLabel"], namer.value_text(r.value), value_label(namer, r)) for r, o in zip(rows, out_rows)]
     text = head + "\n" + table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings)
     text = capped(text, settings, "Filter for fewer properties to see less at once.")
     data = SearchResult.model_validate(
@@ -162,27 +187,50 @@ def _rows_view(
     return ToolOutput(text, data)
 
 
+def value_label(namer: Namer, row: Neighbour) -> str:
+    """The valueLabel cell; qualifiers ride along in it: "St John's College [start time: 1971; end time: 1974]"."""
+    label = namer.label(row.value) or ""
+    if not row.qualifiers:
+        return label
+    parts = "; ".join(
+        f"{namer.predicate_label(qual.predicate)}: {namer.label(qual.value) or namer.value_text(qual.value)}"
+        for qual in row.qualifiers
+    )
+    return f"{label} [{parts}]".strip()
+
+
 def _property_view(backend: Backend, settings: Settings, node, way: Direction) -> ToolOutput:
     counts = backend.relation_counts(node, way)
     namer = Namer(backend, settings, [node, *(c.predicate for c in counts)])
+    identifiers = backend.identifier_predicates([c.predicate for c in counts])
     total = sum(c.count for c in counts)
     exact = all(c.exact for c in counts)
     props = [
-        PropertyCount(property=namer.id(c.predicate), propertyLabel=namer.predicate_label(c.predicate), rows=c.count, exact=c.exact)
+        PropertyCount(
+            property=namer.id(c.predicate),
+            propertyLabel=namer.predicate_label(c.predicate),
+            rows=c.count,
+            exact=c.exact,
+            identifier=c.predicate in identifiers,
+        )
         for c in counts
     ]
+    listed = [p for p in props if not p.identifier]
     size = plural(total, "row") if exact else f"at least {total:,} rows (counted among the first {backend.count_cap:,})"
     head = (
         f"search {namer.heading(node)}, {way.value}: {size}, more than {settings.search_k}; "
-        f"showing its {plural(len(props), 'property')} instead. Call search again with "
-        "properties_to_filter_for set to the ones you need."
+        f"showing its {plural(len(props), 'property')} instead"
+        + (f" ({len(props) - len(listed)} external identifiers in one line at the end)" if len(listed) < len(props) else "")
+        + ". Call search again with properties_to_filter_for set to the ones you need."
     )
+    identifiers_line = "\n" + identifier_line([p for p in props if p.identifier]) if len(listed) < len(props) else ""
     text, shown = capped_table(
         head,
         ("property", "propertyLabel", "rows"),
-        [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in props],
+        [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in listed],
         settings,
         "Filter for the properties you need.",
+        identifiers_line,
     )
     data = SearchResult(
         entity=namer.out(node),
@@ -192,11 +240,22 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
         total_exact=exact,
         shown=0,
         truncated=True,
-        properties=props[:shown],
+        # the properties listed in the text, then the identifiers its one line sums up
+        properties=listed[:shown] + [p for p in props if p.identifier],
         properties_total=len(props),
         properties_shown=shown,
     )
     return ToolOutput(text, data)
+
+
+def identifier_line(identifiers: list[PropertyCount], examples: int = 3) -> str:
+    """External identifiers (ISNI, VIAF, ...) summed up in one line instead of a row each."""
+    rows = sum(p.rows for p in identifiers)
+    some = ", ".join(f"{p.property} ({p.propertyLabel})" for p in identifiers[:examples])
+    return (
+        f"Also {plural(len(identifiers), 'external-identifier property')} ({plural(rows, 'row')}), e.g. {some}: "
+        "filter for one by id or name to see its value."
+    )
 
 
 def _no_rows(backend: Backend, settings: Settings, node, way: Direction, predicates, ref: str) -> ToolOutput:

@@ -29,6 +29,10 @@ class SparqlResult(BaseModel):
     total: int | None
     truncated: bool
     boolean: bool | None = None
+    # The endpoint's own row limit, when the answer reached it: more rows may exist.
+    endpoint_row_limit: int | None = None
+    # Set when the endpoint stopped the query early and sent only what it had found.
+    partial: str | None = None
 
 
 def check_read_only(query: str, profile_name: str, *, remote: bool = True) -> str:
@@ -47,6 +51,9 @@ def check_read_only(query: str, profile_name: str, *, remote: bool = True) -> st
         parsed = parseQuery(query)
     except ValueError as error:  # rdflib decodes \U escapes first, and refuses code points past U+10FFFF
         raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
+    except RecursionError:  # the grammar recurses once per nesting level, and Python's stack is finite
+        raise InvalidInput("The query is nested too deeply to check.",
+                           "Use fewer nested brackets or groups (a few dozen levels at most).") from None
     except ParseException as error:
         try:
             parseUpdate(query)
@@ -120,10 +127,30 @@ def sparql(backend: Backend, settings: Settings, query: str) -> ToolOutput:
     namer = Namer(backend, settings)
     rows = [[namer.out(v) if v is not None else None for v in row] for row in result.rows]
     truncated = result.total is None or result.total > len(rows)
-    total_text = plural(result.total, "row") if result.total is not None else "very many rows"
-    head = f"sparql: {total_text}"
+    head = f"sparql: {_size_text(result)}"
     if truncated:
         head += f", showing the first {len(rows)} (cut). Add LIMIT/OFFSET or narrow the pattern to see others."
     md = table(result.variables, ([namer.value_text(v) if v is not None else "" for v in row] for row in result.rows), settings)
-    data = SparqlResult(variables=result.variables, rows=rows, total=result.total, truncated=truncated)
+    data = SparqlResult(
+        variables=result.variables,
+        rows=rows,
+        total=result.total,
+        truncated=truncated,
+        endpoint_row_limit=result.cut_at,
+        partial=result.partial,
+    )
     return ToolOutput(capped(head + "\n" + md, settings, "Add a LIMIT or select fewer variables."), data)
+
+
+def _size_text(result) -> str:
+    if result.partial:
+        return (
+            f"PARTIAL answer, the endpoint stopped the query at its time limit ({result.partial}); "
+            f"{plural(len(result.rows), 'row')} or more were found"
+        )
+    if result.cut_at is not None:
+        return (
+            f"at least {result.cut_at:,} rows, possibly cut: the endpoint stops every answer at "
+            f"{result.cut_at:,} rows (its own limit); page with LIMIT/OFFSET below that"
+        )
+    return plural(result.total, "row") if result.total is not None else "very many rows"

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput
-from kg_mcp.ranking import Ranker, top_k
+from kg_mcp.ranking import GraphRanker, Link, RankItem, Ranker, top_k
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural
 from kg_mcp.traversal import Candidate, Node, Tree
@@ -71,7 +71,9 @@ def traversal_key(session: str | None, headers: Mapping[str, str] | None) -> str
 
 
 @dataclass
-class _Edge:
+class Edge:
+    """An edge around the explored entity: `value` is the entity at its other end (or a literal)."""
+
     predicate: ox.NamedNode
     direction: Direction
     value: Term
@@ -82,7 +84,7 @@ class _View:
     """One read of an entity's neighbourhood: its edges, how many there are, labels, rank scores."""
 
     node: ox.NamedNode
-    edges: list[_Edge]
+    edges: list[Edge]
     total: int
     namer: Namer
     scores: list[float]
@@ -223,7 +225,7 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
     return ToolOutput(capped(text, settings, "Ask for fewer triples (top_k)."), data)
 
 
-def _neighbourhood(backend: Backend, node: ox.NamedNode, question: str, ranker: Ranker) -> tuple[list[_Edge], int]:
+def _neighbourhood(backend: Backend, node: ox.NamedNode, question: str, ranker: Ranker | None) -> tuple[list[Edge], int]:
     """Edges around `node` in both directions (at most FETCH_BUDGET) and how many there are in all.
 
     Above the budget, relations are read whole in order of their relevance to the question
@@ -233,30 +235,61 @@ def _neighbourhood(backend: Backend, node: ox.NamedNode, question: str, ranker: 
     total = sum(c.count for c in counts)
     if total <= FETCH_BUDGET:
         edges = [
-            _Edge(n.predicate, way, n.value)
+            Edge(n.predicate, way, n.value)
             for way in (Direction.OUTGOING, Direction.INCOMING)
             for n in backend.neighbours(node, way, None, FETCH_BUDGET)
         ]
         return edges, max(total, len(edges))
-    if question:
+    if question and ranker is not None:
         labels = backend.labels([c.predicate for c in counts])
         texts = [labels.get(c.predicate) or backend.vocab.compact(c.predicate) for c in counts]
-        order = top_k(ranker.score(question, texts), len(counts))
+        if isinstance(ranker, GraphRanker):
+            items = [RankItem(Link(t, c.direction is Direction.INCOMING, "")) for t, c in zip(texts, counts)]
+            scores = ranker.score_items(question, items)
+        else:
+            scores = ranker.score(question, texts)
+        order = top_k(scores, len(counts))
     else:
         order = list(range(len(counts)))
-    edges: list[_Edge] = []
+    edges: list[Edge] = []
     for i in order:
         left = FETCH_BUDGET - len(edges)
         if left <= 0:
             break
         c = counts[i]
-        edges += [_Edge(n.predicate, c.direction, n.value) for n in backend.neighbours(node, c.direction, [c.predicate], left)]
+        edges += [Edge(n.predicate, c.direction, n.value) for n in backend.neighbours(node, c.direction, [c.predicate], left)]
     return edges, total
 
 
-def _scores(namer: Namer, node, edges: list[_Edge], question: str, ranker: Ranker) -> list[float]:
+def edges_around(backend: Backend, node: ox.NamedNode) -> list[Edge]:
+    """The edges `kgr_search` reads around `node` without a question (in the KG's order)."""
+    return _neighbourhood(backend, node, "", None)[0]
+
+
+def graph_items(backend: Backend, namer: Namer, node: ox.NamedNode, edges: list[Edge], context_size: int) -> list[RankItem]:
+    """Each edge's candidate with up to `context_size` of its own neighbours per direction, for a
+    graph-aware ranker (labels through `namer`, which learns the new terms)."""
+    others = dict.fromkeys(e.value for e in edges if isinstance(e.value, ox.NamedNode) and e.value != node)
+    around = {
+        c: [(n, way) for way in (Direction.OUTGOING, Direction.INCOMING) for n in backend.neighbours(c, way, None, context_size)]
+        for c in others
+    }
+    namer.add(t for pairs in around.values() for n, _ in pairs for t in (n.predicate, n.value))
+
+    def link(predicate: ox.NamedNode, direction: Direction, value: Term) -> Link:
+        return Link(namer.predicate_label(predicate), direction is Direction.INCOMING, _label_text(namer, value))
+
+    return [
+        RankItem(link(e.predicate, e.direction, e.value), tuple(link(n.predicate, way, n.value) for n, way in around.get(e.value, ())))
+        for e in edges
+    ]
+
+
+def _scores(namer: Namer, node, edges: list[Edge], question: str, ranker: Ranker) -> list[float]:
     if not question or not edges:
         return [0.0] * len(edges)
+    if isinstance(ranker, GraphRanker):
+        return ranker.score_items(question, graph_items(namer.backend, namer, node, edges, ranker.context_size))
     texts = []
     for e in edges:
         subject, obj = (node, e.value) if e.direction is Direction.OUTGOING else (e.value, node)

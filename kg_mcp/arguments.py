@@ -1,0 +1,227 @@
+"""Tool arguments: portable input schemas, and argument errors in our words.
+
+The SDK derives each tool's input schema from its signature with pydantic, which writes
+`$defs`/`$ref` for nested models and `anyOf [X, null]` with `default: null` for optional ones.
+Stricter clients (Gemini function declarations, some IDE validators) reject or mangle both, so
+the schema we publish is `portable(...)` of it: references inlined, null unions reduced to the
+plain type (the argument is simply optional), titles dropped, objects closed.
+
+`ToolArguments` words what is wrong with a call's arguments, checked against that published
+schema: one sentence naming the tool, the argument, what it must be and what came instead. A null
+for an optional argument means "leave it out", which is what older clients that followed the
+nullable schema send.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+
+_DROPPED_KEYS = ("title", "$defs", "definitions")
+
+
+def portable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with refs inlined, `X | None` as plain X, no titles, objects closed.
+
+    >>> s = {"$defs": {"P": {"title": "P", "type": "object", "properties": {"a": {"type": "string"}}}},
+    ...      "type": "object", "title": "args",
+    ...      "properties": {"p": {"$ref": "#/$defs/P"},
+    ...                     "n": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+    ...                     "title": {"type": "string", "title": "Title"}}}
+    >>> portable(s) == {"type": "object", "additionalProperties": False, "properties": {
+    ...     "p": {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "string"}}},
+    ...     "n": {"type": "integer"}, "title": {"type": "string"}}}
+    True
+    """
+    defs = schema.get("$defs") or schema.get("definitions") or {}
+    return _rewrite(schema, defs, ())
+
+
+def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_rewrite(item, defs, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        if name in seen:
+            raise ValueError(f"recursive schema reference {name!r} cannot be inlined")
+        merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
+        return _rewrite(merged, defs, (*seen, name))
+    out = {k: _rewrite(v, defs, seen) for k, v in node.items() if k not in _DROPPED_KEYS}
+    if isinstance(node.get("properties"), dict):  # argument names are kept, even one called "title"
+        out["properties"] = {name: _rewrite(sub, defs, seen) for name, sub in node["properties"].items()}
+    for union in ("anyOf", "oneOf"):
+        if union in out:
+            branches = [b for b in out[union] if b != {"type": "null"}]
+            if len(branches) < len(out[union]):  # X | None: the argument is optional, not nullable
+                if out.get("default", 0) is None:
+                    del out["default"]
+                if len(branches) == 1:
+                    del out[union]
+                    out = {**branches[0], **out}
+                else:
+                    out[union] = branches
+    if out.get("type") == "object" and "properties" in out:
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+class ToolArguments:
+    """One tool's published schema and its checks, built once per registered tool.
+
+    A call is checked in two steps so that a good call costs next to nothing: `prepare` (before the
+    SDK validates) drops nulls for optional arguments and refuses unknown ones, which the SDK would
+    silently ignore; `explain` (only once the SDK has refused the arguments) finds the problem
+    against the published schema and words it.
+    """
+
+    def __init__(self, tool: str, schema: dict[str, Any]):
+        self.tool = tool
+        self.schema = portable(schema)
+        self._validator = Draft202012Validator(self.schema)
+        self._required = set(self.schema.get("required", ()))
+        self._known = set(self.schema.get("properties", {}))
+        self._closed = self.schema.get("additionalProperties") is False
+
+    def prepare(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments without nulls for optional ones; ArgumentError for unknown ones.
+
+        >>> search = ToolArguments("search", {"type": "object", "required": ["entity"], "properties": {
+        ...     "entity": {"type": "string"},
+        ...     "direction": {"enum": ["outgoing", "incoming"], "default": "outgoing", "type": "string"}}})
+        >>> search.prepare({"entity": "kg:X", "direction": None})
+        {'entity': 'kg:X'}
+        >>> search.prepare({"entity": "kg:X", "sideways": True})
+        Traceback (most recent call last):
+        ...
+        kg_mcp.arguments.ArgumentError: search: unknown argument 'sideways'; the arguments are 'entity' and 'direction'.
+        """
+        arguments = {k: v for k, v in arguments.items() if v is not None or k in self._required}
+        if self._closed and not arguments.keys() <= self._known:
+            self.explain(arguments)
+        return arguments
+
+    def explain(self, arguments: dict[str, Any]) -> None:
+        """Raise ArgumentError for the first problem with `arguments`; return if the schema finds none.
+
+        >>> ToolArguments("search", {"type": "object", "properties": {
+        ...     "direction": {"enum": ["outgoing", "incoming"], "type": "string"}}}).explain({"direction": "sideways"})
+        Traceback (most recent call last):
+        ...
+        kg_mcp.arguments.ArgumentError: search: direction must be 'outgoing' or 'incoming', got 'sideways'.
+        """
+        error = min(self._validator.iter_errors(arguments), key=_order, default=None)
+        if error is not None:
+            raise ArgumentError(f"{self.tool}: {_words(_closest(error))}")
+
+
+class ArgumentError(ValueError):
+    """A call whose arguments do not fit the tool's schema; the message says how to fix it."""
+
+
+def _order(error: ValidationError) -> tuple:
+    # Unknown and missing arguments first (they explain the rest), then the shallowest problem.
+    top = error.validator in ("additionalProperties", "required")
+    return (not top, len(error.absolute_path), list(map(str, error.absolute_path)))
+
+
+def _closest(error: ValidationError) -> ValidationError:
+    """For an object that fits no branch of an anyOf, the problem with the branch it resembles most."""
+    if error.validator not in ("anyOf", "oneOf") or not isinstance(error.instance, dict) or not error.context:
+        return error
+    keys = set(error.instance)
+
+    def overlap(branch: int) -> int:
+        return len(keys & set(error.validator_value[branch].get("properties", {})))
+
+    best = max(range(len(error.validator_value)), key=overlap)
+    if overlap(best) == 0:
+        return error
+    inside = sorted((e for e in error.context if e.relative_schema_path[0] == best), key=_order)
+    return _closest(inside[0]) if inside else error
+
+
+def _where(error: ValidationError) -> str:
+    where = ""
+    for part in error.absolute_path:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    return where or "the arguments"
+
+
+def _words(error: ValidationError) -> str:
+    """One sentence for one jsonschema error, in our words (never the library's message)."""
+    where, got, kind, rule = _where(error), _shown(error.instance), error.validator, error.validator_value
+    if kind == "additionalProperties":
+        known = list(error.schema.get("properties", {}))
+        extra = [name for name in error.instance if name not in known]
+        prefix = "" if where == "the arguments" else f"{where}: "
+        return f"{prefix}unknown argument{'s' * (len(extra) > 1)} {_names(extra)}; the arguments are {_names(known, 'and')}."
+    if kind == "required":
+        missing = [name for name in rule if name not in error.instance]
+        prefix = "" if where == "the arguments" else f"{where}: "
+        return f"{prefix}{_names(missing, 'and')} {'is' if len(missing) == 1 else 'are'} required. {usage(error.schema)}"
+    if kind == "enum":
+        return f"{where} must be {_names(rule, 'or')}, got {got}."
+    if kind == "type":
+        return f"{where} must be {_kind(error.schema)}, got {got}."
+    if kind in ("anyOf", "oneOf"):
+        shapes = " or ".join(_kind(branch) for branch in rule)
+        return f"{where} must be {shapes}, got {got}."
+    if kind in ("minimum", "exclusiveMinimum"):
+        return f"{where} must be at least {rule + (kind == 'exclusiveMinimum')}, got {got}."
+    if kind in ("maximum", "exclusiveMaximum"):
+        return f"{where} must be at most {rule - (kind == 'exclusiveMaximum')}, got {got}."
+    if kind in ("minItems", "maxItems"):
+        bound = "at least" if kind == "minItems" else "at most"
+        return f"{where} must have {bound} {rule} item{'s' * (rule != 1)}, got {len(error.instance)}."
+    if kind in ("minLength", "maxLength"):
+        bound = "at least" if kind == "minLength" else "at most"
+        return f"{where} must have {bound} {rule} characters, got {len(error.instance)}."
+    return f"{where} does not fit its schema ({kind}: {json.dumps(rule)}), got {got}."
+
+
+def usage(schema: dict[str, Any]) -> str:
+    """How to call: 'Pass entity (a string), direction (...)'."""
+    properties = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    parts = [f"{name} ({_kind(sub)}{'' if name in required else ', optional'})" for name, sub in properties.items()]
+    return f"Pass {', '.join(parts)}." if parts else ""
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    """A schema in a few words: 'a string', 'a list of strings', 'an object {subject, relation, object}'."""
+    if "enum" in schema:
+        return _names(schema["enum"], "or")
+    kind = schema.get("type")
+    if kind == "array":
+        items = _kind(schema.get("items", {}))
+        for article, rest in (("a ", "s"), ("an ", "s")):
+            if items.startswith(article) and " or " not in items:
+                head, _, tail = items[len(article):].partition(" ")
+                return f"a list of {head}{rest}{' ' + tail if tail else ''}"
+        return f"a list of ({items})"
+    if kind == "object" or "properties" in schema:
+        return "an object {" + ", ".join(schema.get("properties", {})) + "}"
+    if "anyOf" in schema:
+        return " or ".join(_kind(b) for b in schema["anyOf"])
+    return {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+            "null": "null"}.get(kind, "a value")
+
+
+def _names(values, last: str = "and") -> str:
+    shown = [repr(v) if isinstance(v, str) else json.dumps(v) for v in values]
+    if len(shown) <= 1:
+        return "".join(shown)
+    return f"{', '.join(shown[:-1])} {last} {shown[-1]}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:57] + "...")
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, ensure_ascii=False)
+        return f"{'an object' if isinstance(value, dict) else 'a list'} {text if len(text) <= 60 else text[:57] + '...'}"
+    return json.dumps(value)

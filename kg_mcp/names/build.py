@@ -1,0 +1,168 @@
+"""Building the name index of a store: one pass over its label and alias triples into SQLite.
+
+The index is a file inside the store directory, so `kg-mcp load` builds it in the staging copy
+and the directory swap replaces store and index together. Stores made before it existed get
+one on first open (or with `kg-mcp index`), written beside the store and renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+
+import pyoxigraph as ox
+from tqdm import tqdm
+
+from kg_mcp.names.fold import fold, fold_joined
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "kg-mcp-names.sqlite"
+FORMAT_VERSION = 3
+_BATCH = 50_000
+
+# `names` holds one row per (folded name, entity, label-or-alias); `words` indexes its words
+# (already folded, so the tokenizer only splits on spaces), `terms` lists the distinct words (also
+# spelled backwards) and `term_grams` their character trigrams: together they find the words a
+# typo or two away from a typed one.
+_SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
+                   alias INTEGER NOT NULL);
+"""
+_INDEXES = """
+CREATE INDEX names_folded ON names(folded);
+CREATE VIRTUAL TABLE words USING fts5(folded, content='names', content_rowid='id',
+                                      tokenize='unicode61 remove_diacritics 0', detail='none');
+INSERT INTO words(rowid, folded) SELECT id, folded FROM names;
+CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
+CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;
+"""
+_TERM_INDEXES = """
+DROP TABLE word_list;
+CREATE INDEX terms_backwards ON terms(backwards);
+CREATE VIRTUAL TABLE term_grams USING fts5(term, tokenize='trigram');
+INSERT INTO term_grams(term) SELECT term FROM terms WHERE length(term) >= 3;
+"""
+
+
+def index_path(store_dir: str | Path) -> Path:
+    return Path(store_dir) / INDEX_FILE
+
+
+def build_index(
+    store: ox.Store,
+    path: str | Path,
+    *,
+    label_predicates: Sequence[str],
+    alias_predicates: Sequence[str],
+    languages: Sequence[str],
+    stamp: str = "",
+    progress: bool = True,
+) -> int:
+    """Write the name index of `store` to `path` (replacing it atomically); returns the names indexed.
+
+    Labels and aliases count in `languages` and untagged; `stamp` identifies the store's last
+    load, so an index left from an older load is recognised and rebuilt.
+    """
+    started = time.perf_counter()
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    connection = sqlite3.connect(partial)
+    try:
+        connection.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        count = fill_index(connection, store, label_predicates, alias_predicates, languages, stamp, progress)
+    except BaseException:
+        connection.close()
+        partial.unlink(missing_ok=True)
+        raise
+    connection.close()
+    os.replace(partial, path)
+    log.info("name index %s: %d names in %.1f s", path, count, time.perf_counter() - started)
+    return count
+
+
+def fill_index(
+    connection: sqlite3.Connection,
+    store: ox.Store,
+    label_predicates: Sequence[str],
+    alias_predicates: Sequence[str],
+    languages: Sequence[str],
+    stamp: str = "",
+    progress: bool = True,
+) -> int:
+    """Create the index's tables in an empty database and fill them from `store`; returns the names."""
+    connection.executescript(_SCHEMA)
+    rows = _names(store, label_predicates, alias_predicates, set(languages) | {""}, progress)
+    count = 0
+    while batch := list(islice(rows, _BATCH)):
+        connection.executemany("INSERT INTO names(entity, label, folded, alias) VALUES (?, ?, ?, ?)", batch)
+        count += len(batch)
+    connection.executescript(_INDEXES)
+    # Each word also spelled backwards, so that words ending alike are a range of an index too.
+    terms = connection.execute("SELECT term, doc FROM word_list")
+    while batch := terms.fetchmany(_BATCH):
+        connection.executemany("INSERT INTO terms VALUES (?, ?, ?)", [(t, t[::-1], n) for t, n in batch])
+    connection.executescript(_TERM_INDEXES)
+    meta = {
+        "version": FORMAT_VERSION,
+        "languages": list(languages),
+        "label_predicates": list(label_predicates),
+        "alias_predicates": list(alias_predicates),
+        "stamp": stamp,
+        "names": count,
+    }
+    connection.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+    connection.commit()
+    return count
+
+
+def read_index_meta(path: str | Path) -> dict | None:
+    """The recorded settings of an index, or None if there is no readable index at `path`."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return {k: json.loads(v) for k, v in connection.execute("SELECT key, value FROM meta")}
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError:
+        return None
+
+
+def _names(
+    store: ox.Store, labels: Sequence[str], aliases: Sequence[str], languages: set[str], progress: bool
+) -> Iterator[tuple[str, str, str, int]]:
+    predicates = [(p, 0) for p in labels] + [(p, 1) for p in aliases if p not in labels]
+    wanted = ", ".join(f'"{lang}"' for lang in sorted(languages))
+    with tqdm(desc="name index", unit="names", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
+        for predicate, alias in predicates:
+            # The store filters languages: a Wikidata item has labels in hundreds of them.
+            solutions = store.query(
+                f"SELECT ?s ?o WHERE {{ ?s <{ox.NamedNode(predicate).value}> ?o . "
+                f"FILTER(isIRI(?s) && isLiteral(?o) && LANG(?o) IN ({wanted})) }}"
+            )
+            read = 0
+            for subject, literal in solutions:
+                read += 1
+                if read % 10_000 == 0:
+                    bar.update(10_000)
+                # A name repeated (in several languages) makes repeated rows: lookups keep one hit per entity.
+                entity, text = subject.value, literal.value
+                folded = fold(text)
+                if folded:
+                    yield entity, text, folded, alias
+                joined = fold_joined(text)
+                if joined and joined != folded:
+                    yield entity, text, joined, alias
+            bar.update(read % 10_000)

@@ -1,0 +1,53 @@
+"""How names are compared: case, accents and punctuation folded away, split into words.
+
+>>> fold("Ocean's  Eleven!")
+'oceans eleven'
+>>> fold("Lars Løkke Rasmussen"), fold("Émile_Zola")
+('lars lokke rasmussen', 'emile zola')
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_APOSTROPHES = re.compile(r"['’`´ʼ]")  # joined, not split: "Ocean's" is typed "oceans"
+_WORD = re.compile(r"[^\W_]+")
+_INSIDE = re.compile(r"(?<=\w)[^\w\s]+(?=\w)|(?<=\w)\.")  # punctuation between letters, or a full stop
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")  # accents
+# Letters that Unicode does not decompose into a base letter and an accent.
+_LETTERS = str.maketrans({"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ı": "i", "æ": "ae", "œ": "oe", "þ": "th"})
+
+
+def fold(text: str) -> str:
+    """Lower case, no accents, words joined by single spaces; a name of punctuation only keeps it.
+
+    >>> fold("$"), fold(" ")
+    ('$', '')
+    """
+    if text.isascii():  # most names: nothing to decompose (and this runs for every name at load time)
+        text = text.lower()
+    else:
+        text = unicodedata.normalize("NFKD", text)
+        text = _COMBINING.sub("", text).casefold().translate(_LETTERS)
+    return " ".join(_WORD.findall(_APOSTROPHES.sub("", text))) or " ".join(text.split())
+
+
+def fold_joined(text: str) -> str | None:
+    """`fold` with punctuation inside words dropped rather than splitting them, as people often type;
+    None when the name has no such punctuation.
+
+    >>> fold_joined("Modena F.C."), fold_joined("half-brother"), fold("half-brother"), fold_joined("Paris")
+    ('modena fc', 'halfbrother', 'half brother', None)
+    """
+    joined = _INSIDE.sub("", text)
+    return fold(joined) if joined != text else None
+
+
+def words(text: str) -> list[str]:
+    """The folded words of `text`.
+
+    >>> words("Spielberg, Steven"), words("$")
+    (['spielberg', 'steven'], [])
+    """
+    return _WORD.findall(fold(text))

@@ -1,0 +1,215 @@
+"""Looking names up in a store's name index (see `build`): exact, all words, one or two typos.
+
+A lookup returns candidates by tier, best tier first: the whole name (a label, or an alias),
+then every typed word (in any order, the last one possibly unfinished), then words within one
+or two edits of the typed ones. The backend orders each tier by degree.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from rapidfuzz.distance import OSA
+
+from kg_mcp.names.fold import fold
+from kg_mcp.names.fold import words as fold_words
+
+log = logging.getLogger(__name__)
+
+# The order of the tiers; a lower number ranks first.
+TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic": 5}
+_CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
+_MATCHES_SCANNED = 5_000  # names looked at per words or typo query
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    entity: str  # IRI
+    name: str  # the label or alias that matched
+    kind: str  # a key of TIERS
+    edits: int = 0  # typos corrected (fuzzy matches)
+    # A looser match within its tier: the last typed word only begins a word of the name (words),
+    # or the name has words besides the typed ones (fuzzy).
+    looser: bool = False
+
+    @property
+    def order(self) -> int:
+        """Rank within the tier (lower first, then by degree): fewer typos, then the closer matches."""
+        return self.edits * 2 + self.looser
+
+
+def max_edits(word: str) -> int:
+    """Typos forgiven in one typed word: none in short words, where any change makes another word.
+
+    >>> [max_edits(w) for w in ("ab", "spiel", "spielburg")]
+    [0, 1, 2]
+    """
+    return 0 if len(word) < 4 else 1 if len(word) < 9 else 2
+
+
+class NameIndex:
+    """A read-only connection to one index file (or an in-memory one, for in-memory stores)."""
+
+    def __init__(self, connection: sqlite3.Connection, where: str):
+        self._db = connection
+        self._lock = threading.Lock()  # one connection, shared by the server's worker threads
+        self.where = where
+
+    @classmethod
+    def open(cls, path: str | Path) -> NameIndex:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        return cls(connection, str(path))
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _rows(self, sql: str, args: tuple) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def lookup(self, name: str, pool: int, fill: int | None = None) -> list[NameMatch]:
+        """Up to `pool` candidates per tier, tiers in order; an entity appears once, in its best tier.
+
+        Typo matches are looked for only while fewer than `fill` (default `pool`) entities matched.
+        """
+        folded = fold(name)
+        if not folded:
+            return []
+        found: dict[str, NameMatch] = {}
+        for match in self._whole(name, folded, pool):
+            best = found.get(match.entity)
+            if best is None or TIERS[match.kind] < TIERS[best.kind]:
+                found[match.entity] = match
+        words = fold_words(name)
+        if not words:
+            return list(found.values())
+        whole = bool(found)
+        found.update((m.entity, m) for m in self._words(words, pool, set(found), fill or pool))
+        # Typos are looked for only when the name is not there as typed, and too little matched its words.
+        if not whole and len(found) < (fill or pool):
+            found.update((m.entity, m) for m in self._fuzzy(words, pool, set(found)))
+        return sorted(found.values(), key=lambda m: (TIERS[m.kind], m.order))
+
+    def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
+        rows = self._rows("SELECT entity, label, alias FROM names WHERE folded = ? LIMIT ?", (folded, pool * 4))
+        return [
+            NameMatch(entity, label, "alias" if alias else "exact" if label == name else "folded")
+            for entity, label, alias in rows
+        ]
+
+    def _words(self, words: list[str], pool: int, known: set[str], fill: int) -> list[NameMatch]:
+        # The last word may be unfinished ("Steven Spielb"): then it is a prefix. A prefix query costs
+        # several times a word query, so a last word indexed as typed is first taken whole, and
+        # completed only if that leaves the list short.
+        last = words[-1]
+        head = [_quoted(w) for w in words[:-1]]
+        found: list[NameMatch] = []
+        if self._rows("SELECT 1 FROM terms WHERE term = ?", (last,)):
+            found = self._matching(" AND ".join([*head, _quoted(last)]), pool, known, "words", 0, words)
+            if len(known) + len(found) >= fill:
+                return found
+        if len(last) >= 2:
+            seen = known | {m.entity for m in found}
+            found += self._matching(" AND ".join([*head, _quoted(last) + "*"]), pool, seen, "words", 0, words)
+        return found[:pool]
+
+    def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
+        groups, edits, widened = [], 0, False
+        for word in words:
+            near = self.near_words(word, short=True)
+            widened |= bool(set(near) - {word})
+            groups.append(" OR ".join(_quoted(w) for w in sorted(near, key=near.get)[:20]) or _quoted(word))
+            edits += min(near.values(), default=0)
+        if not widened:
+            return []  # no other spelling of any word is indexed: the same query as the words tier
+        edits = max(edits, 1)
+        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, words)
+
+
+
+    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]) -> list[NameMatch]:
+        # The shortest names first (the fewest words besides the typed ones), among a bounded number
+        # of matches: ranking every name that has a common word would cost too much on large stores.
+        rows = self._rows(
+            "SELECT n.entity, n.label, n.folded FROM (SELECT rowid FROM words WHERE words MATCH ? LIMIT ?) AS m "
+            "JOIN names n ON n.id = m.rowid ORDER BY length(n.folded) LIMIT ?",
+            (query, _MATCHES_SCANNED, pool * 4),
+        )
+        out: dict[str, NameMatch] = {}
+        for entity, label, folded in rows:
+            if entity not in known and entity not in out:
+                # "War" finds War Horse before Warlock; "Parcs" finds Paris before Paris, Texas.
+                if kind == "words":
+                    looser = typed[-1] not in folded.split()
+                else:
+                    looser = folded.count(" ") + 1 > len(typed)
+                out[entity] = NameMatch(entity, label, kind, edits, looser)
+        return list(out.values())[:pool]
+
+    def near_words(self, word: str, *, short: bool = False) -> dict[str, int]:
+        """Indexed words within `max_edits(word)` of `word` (a swap of neighbours is one edit), with their distance.
+
+        A word with one typo keeps intact the first half of the typed word (the typo is later) or
+        the rest (it is earlier), or, for a swap across the middle, both ends; with two typos one
+        of three pieces is intact, the middle one found as a substring by the trigram index.
+        """
+        # Three-letter words ("Tie Limit") only with `short`: alone, their neighbours are too many.
+        k = max_edits(word) or (1 if short and len(word) == 3 else 0)
+        if k == 0:
+            return {}
+        lengths = (len(word) - k, len(word) + k)
+        if k == 1:
+            half = -(-len(word) // 2)
+            candidates = self._starting(word[:half], lengths) | self._ending(word[half:], lengths)
+            candidates |= self._starting(word[: half - 1], (len(word), len(word)), ending=word[half + 1 :])
+        else:
+            third = -(-len(word) // 3)
+            candidates = self._starting(word[:third], lengths) | self._ending(word[-third:], lengths)
+            candidates |= self._containing(word[third:-third], lengths)
+        near = {}
+        for term in candidates:
+            distance = OSA.distance(word, term, score_cutoff=k)
+            if distance <= k:
+                near[term] = distance
+        return near
+
+    def _starting(self, prefix: str, lengths: tuple[int, int], ending: str = "") -> set[str]:
+        if not prefix:
+            return set()
+        rows = self._rows(
+            "SELECT term FROM terms WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ? "
+            "AND substr(term, length(term) - ? + 1) = ? LIMIT ?",
+            (prefix, prefix + "\U0010ffff", *lengths, len(ending), ending, _CANDIDATE_TERMS),
+        )
+        return {t for (t,) in rows}
+
+    def _ending(self, suffix: str, lengths: tuple[int, int]) -> set[str]:
+        if not suffix:
+            return set()
+        backwards = suffix[::-1]
+        rows = self._rows(
+            "SELECT term FROM terms WHERE backwards >= ? AND backwards < ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+            (backwards, backwards + "\U0010ffff", *lengths, _CANDIDATE_TERMS),
+        )
+        return {t for (t,) in rows}
+
+    def _containing(self, piece: str, lengths: tuple[int, int]) -> set[str]:
+        if len(piece) < 3:  # the trigram index finds pieces of three letters or more
+            return set()
+        rows = self._rows(
+            "SELECT term FROM term_grams WHERE term_grams MATCH ? AND length(term) BETWEEN ? AND ? LIMIT ?",
+            (_quoted(piece), *lengths, _CANDIDATE_TERMS),
+        )
+        return {t for (t,) in rows}
+
+    def labels(self, cap: int) -> list[tuple[str, str]]:
+        """(entity, name) pairs, at most `cap` of them: what the semantic fallback compares with."""
+        return self._rows("SELECT entity, label FROM names LIMIT ?", (cap,))
+
+
+def _quoted(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
