@@ -3,6 +3,7 @@
     python -m bench            full mode (the README's numbers; several minutes)
     python -m bench --quick    small sizes, seconds (CI runs it)
     python -m bench --only hub,load
+    python -m bench --only scale     Freebase-shaped KGs of 1M, 10M and 100M triples (an hour or more)
 
 Each ratio is ours / a baseline measured in the same run (the machine is shared and noisy);
 the synthetic data is seeded and kept in the work folder between runs.
@@ -17,24 +18,27 @@ import sys
 import time
 from pathlib import Path
 
-from bench import agent_measures, protocol_measures, remote_tls, store_measures
+from bench import agent_measures, protocol_measures, remote_tls, scale_measures, store_measures
 from bench.common import Row, print_table
 
 SIZES = {
-    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, tls_calls=8),
-    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, tls_calls=40),
+    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, tls_calls=8, scale=[1_000_000], scale_calls=50),
+    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, tls_calls=40, scale=[1_000_000, 10_000_000, 100_000_000], scale_calls=200),
 }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
-    parser.add_argument("--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent")
+    parser.add_argument("--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale")
+    parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 (default by mode)")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("KG_MCP_BENCH_DIR", ".bench")), help="data and stores")
     args = parser.parse_args()
     mode = "quick" if args.quick else "full"
     size = SIZES[mode]
     only = set(filter(None, args.only.split(",")))
+    if args.scale_sizes:
+        size["scale"] = [int(float(n)) for n in args.scale_sizes.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
     store_measures.label_check()
 
@@ -63,6 +67,8 @@ def main() -> int:
         rows += protocol_measures.http_throughput(args.work, size["clients"], size["seconds"])
     if wanted("agent"):
         rows += agent_measures.agent_overhead(args.work, size["questions"])
+    if "scale" in only:  # an hour or more in full mode: only when asked for
+        rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"])
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print_table(rows, f"kg-mcp bench, {mode} mode, {time.perf_counter() - started:.0f} s on {machine}")
     return 0

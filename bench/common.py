@@ -53,6 +53,17 @@ def paired_medians(baseline: Callable[[int], object], ours: Callable[[int], obje
     return statistics.median(xs), statistics.median(ys)
 
 
+def timed_child(code: str) -> tuple[float, float]:
+    """Run `python -c code` in a fresh process: (wall seconds, its peak RSS in MB)."""
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if status != 0:
+        raise RuntimeError(f"child process failed ({status}): {code}")
+    return seconds, usage.ru_maxrss / 1024
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")

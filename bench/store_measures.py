@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from bench.common import DATA, Row, free_port, paired_medians, start, stop, wait_http
+from bench.common import DATA, Row, free_port, paired_medians, start, stop, timed_child, wait_http
 from bench.data import HUB, LABEL, write_graph
 from kg_mcp.backends import open_endpoint, open_store
 from kg_mcp.loading import load_sources, mint_local_name
@@ -176,13 +173,8 @@ def load_speed(work: Path, triples: int, hub_edges: int) -> list[Row]:
     ):
         store = work / f"load-{name}.store"
         shutil.rmtree(store, ignore_errors=True)
-        started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-c", code.format(store=str(store))], cwd=Path(__file__).resolve().parents[1])
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - started
-        if status != 0:
-            raise RuntimeError(f"{name} load failed")
-        results[name] = (triples / seconds, usage.ru_maxrss / 1024)
+        seconds, peak_mb = timed_child(code.format(store=str(store)))
+        results[name] = (triples / seconds, peak_mb)
         shutil.rmtree(store, ignore_errors=True)
     (ours, ours_mb), (base, base_mb) = results["ours"], results["baseline"]
     return [

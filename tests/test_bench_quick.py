@@ -11,16 +11,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_quick_bench_prints_every_row(tmp_path):
-    env = dict(os.environ, KG_MCP_BENCH_DIR=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "hub,tokens,load,tls,agent"],
+def _bench(work, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KG_MCP_BENCH_DIR=str(work))
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", *args],
+        check=False,
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
+
+
+def test_quick_bench_prints_every_row(tmp_path):
+    done = _bench(tmp_path, "--only", "hub,tokens,load,tls,agent")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("kg-mcp bench, quick mode")
@@ -30,3 +35,22 @@ def test_quick_bench_prints_every_row(tmp_path):
         ratio = float(re.split(r"\s{2,}", row)[3])
         assert 0 < ratio < float("inf"), row
         assert row.rstrip().endswith(("yes", "NO"))
+
+
+def test_scale_bench_at_tiny_sizes(tmp_path):
+    """`--only scale` end to end on two small Freebase-shaped KGs: every row, the second size compared with the first."""
+    done = _bench(tmp_path, "--only", "scale", "--scale-sizes", "20000,40000")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("scale ")]
+    # per size: the load and five tools on random entities and on hubs
+    assert len(rows) == 2 * 11, done.stdout
+    assert [r.split(":")[0] for r in rows] == ["scale 20k"] * 11 + ["scale 40k"] * 11
+    for row in rows:
+        ratio = float(re.split(r"\s{2,}", row)[3])
+        assert 0 < ratio < float("inf"), row
+        assert row.rstrip().endswith(("yes", "NO"))
+    assert "peak RSS ours" in done.stdout and "store on disk" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".store") == [
+        "freebase-20k.store",
+        "freebase-40k.store",
+    ]

@@ -75,8 +75,9 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
     # On a local store the ordinary tools run on the event loop: their queries are bounded and take
     # well under a millisecond, less than the two thread hand-offs the SDK makes for a sync tool (each
     # a wake-up that waits for a free core on a busy machine). Remote calls wait on the network and
-    # user queries on a worker process: those run on a thread, as the SDK runs sync tools.
-    inline = backend.kind == "oxigraph"
+    # user queries on a worker process: those run on a thread, as the SDK runs sync tools. So do the
+    # calls that read many neighbourhoods (batches, follow): a long one must not stall other clients.
+    local = backend.kind == "oxigraph"
 
     def call(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
         try:
@@ -88,8 +89,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             structured_content=out.data.model_dump(mode="json"),
         )
 
-    async def run(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
-        if inline:
+    async def run(tool: Callable[..., ToolOutput], *args, many: bool = False) -> CallToolResult:
+        if local and not many:
             return call(tool, *args)
         return await anyio.to_thread.run_sync(call, tool, *args)
 
@@ -119,7 +120,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         all in entities: one call instead of one per entity. limit caps the rows when a few will
         do. For a chain of relations whose intermediate rows you do not need, use follow.
         """
-        return await run(search, entity, direction, properties_to_filter_for, limit, entities)
+        return await run(search, entity, direction, properties_to_filter_for, limit, entities, many=bool(entities))
 
     @server.tool(name="follow", annotations=annotations)
     async def follow_tool(
@@ -146,7 +147,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         too many entities stops the walk and says where. For "which A is both B and C", pass
         paths=[[B, rel...], [C, rel...]]: only entities reached by every path are returned.
         """
-        return await run(follow, entity, path, entities, paths, limit)
+        return await run(follow, entity, path, entities, paths, limit, many=True)
 
     @server.tool(name="get_relations", annotations=annotations)
     async def get_relations_tool(entity: Entity) -> CallToolResult:
@@ -167,7 +168,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
         Pass several entities in entities to walk the same relations from all of them in one call.
         """
-        return await run(explore_kg, entity, relations, entities, limit)
+        return await run(explore_kg, entity, relations, entities, limit, many=bool(entities))
 
     @server.tool(name="verify", annotations=annotations)
     async def verify_tool(
@@ -184,7 +185,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         name: Annotated[str, Field(description="A name to look up, e.g. 'Catch Me If You Can'.")],
         limit: Annotated[int, Field(ge=1, le=50, description="Most entities to return.")] = 10,
     ) -> CallToolResult:
-        """Entities by name (exact label, then case-insensitive, then prefix): id, label, description and degree."""
+        """Entities by name, as people type it: exact label first, then aliases, all words in any order and near
+        spellings (typos). Rows give id, label, description, degree and how each matched."""
         return call(find_entities, name, limit)
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it

@@ -41,28 +41,14 @@ def check_read_only(query: str, profile_name: str, *, remote: bool = True) -> st
     `remote`: the query goes to an endpoint, whose own internal services (Wikidata's label
     service) may run; a local store would make an HTTP request for them instead.
     """
-    from pyparsing import ParseException
-    from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
-
     # rdflib misreads a one-line query whose PREFIX IRI holds '#' (wikibase:); a line break after
     # each declaration avoids that. A wrong split could only make the parse fail, never pass.
     query = _PROLOGUE_DECL.sub(lambda m: m.group(0) + "\n", query)
     try:
-        parsed = parseQuery(query)
-    except ValueError as error:  # rdflib decodes \U escapes first, and refuses code points past U+10FFFF
-        raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
+        parsed = _parse(query)
     except RecursionError:  # the grammar recurses once per nesting level, and Python's stack is finite
         raise InvalidInput("The query is nested too deeply to check.",
                            "Use fewer nested brackets or groups (a few dozen levels at most).") from None
-    except ParseException as error:
-        try:
-            parseUpdate(query)
-        except ParseException:
-            raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
-        raise QueryRefused(
-            "This is an update (INSERT, DELETE, LOAD, CLEAR, DROP, CREATE...); the KG is read-only.",
-            "Only SELECT and ASK queries can run.",
-        ) from None
     prologue, body = parsed[0], parsed[1]
     if body.name not in ("SelectQuery", "AskQuery"):
         raise QueryRefused(
@@ -154,3 +140,23 @@ def _size_text(result) -> str:
             f"{result.cut_at:,} rows (its own limit); page with LIMIT/OFFSET below that"
         )
     return plural(result.total, "row") if result.total is not None else "very many rows"
+
+
+def _parse(query: str):
+    """rdflib's parse of a read query; a tool error for bad syntax, a refusal for an update."""
+    from pyparsing import ParseException
+    from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
+
+    try:
+        return parseQuery(query)
+    except ValueError as error:  # rdflib decodes \U escapes first, and refuses code points past U+10FFFF
+        raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
+    except ParseException as error:
+        try:
+            parseUpdate(query)
+        except ParseException:
+            raise InvalidInput(f"The query does not parse: {error}", "Fix the SPARQL syntax.") from None
+        raise QueryRefused(
+            "This is an update (INSERT, DELETE, LOAD, CLEAR, DROP, CREATE...); the KG is read-only.",
+            "Only SELECT and ASK queries can run.",
+        ) from None
