@@ -193,3 +193,13 @@ def test_eval_lookup_prints_recall_per_kind(wikidata_store_dir, metaqa_store_dir
     assert "lookup metaqa-1hop: 6 topic names (0 not in the KG), looked up by name index" in out
     assert "p50" in out
     assert "give --store" in failed(kg_mcp("eval", "--lookup", "--benchmark", "kg-labels"))
+
+
+
+def test_a_word_fts5_cuts_in_two_is_looked_up_not_refused():
+    # The fuzz found it: a mark inside a word (U+19BF) made FTS5 read one typed word as a phrase,
+    # which an index without positions refuses with an SQLite error.
+    backend = open_demo()
+    for name in ("Zun\u19bfdert", "Vincent van\u19bfGogh", "q727\u19bfzq9mark"):
+        assert isinstance(hits(backend, name), list)  # answered, not an SQLite error
+    assert hits(backend, "van gogh vincent")[0] == ("wd:Q5582", "words")

@@ -25,11 +25,12 @@ from kg_mcp.names.fold import fold, fold_joined
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "kg-mcp-names.sqlite"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 _BATCH = 50_000
 
 # `names` holds one row per (folded name, entity, label-or-alias); `words` indexes its words
-# (already folded, so the tokenizer only splits on spaces), `terms` lists the distinct words (also
+# (already folded; the ascii tokenizer cuts only at ASCII punctuation and spaces, so FTS5 and
+# Python agree on the words whatever Unicode version each knows), `terms` lists the distinct words (also
 # spelled backwards) and `term_grams` their character trigrams: together they find the words a
 # typo or two away from a typed one.
 _SCHEMA = """
@@ -40,7 +41,7 @@ CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT 
 _INDEXES = """
 CREATE INDEX names_folded ON names(folded);
 CREATE VIRTUAL TABLE words USING fts5(folded, content='names', content_rowid='id',
-                                      tokenize='unicode61 remove_diacritics 0', detail='none');
+                                      tokenize='ascii', detail='none');
 INSERT INTO words(rowid, folded) SELECT id, folded FROM names;
 CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
 CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;

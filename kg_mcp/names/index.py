@@ -8,6 +8,7 @@ or two edits of the typed ones. The backend orders each tier by degree.
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 # The order of the tiers; a lower number ranks first.
 TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic": 5}
+_FTS_TOKEN = re.compile(r"[A-Za-z0-9\x80-\U0010ffff]+")
 _CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
 _MATCHES_SCANNED = 5_000  # names looked at per words or typo query
 
@@ -84,7 +86,7 @@ class NameIndex:
             best = found.get(match.entity)
             if best is None or TIERS[match.kind] < TIERS[best.kind]:
                 found[match.entity] = match
-        words = fold_words(name)
+        words = [token for word in fold_words(name) for token in fts_tokens(word)]
         if not words:
             return list(found.values())
         whole = bool(found)
@@ -209,6 +211,18 @@ class NameIndex:
     def labels(self, cap: int) -> list[tuple[str, str]]:
         """(entity, name) pairs, at most `cap` of them: what the semantic fallback compares with."""
         return self._rows("SELECT entity, label FROM names LIMIT ?", (cap,))
+
+
+def fts_tokens(word: str) -> list[str]:
+    """`word` cut where FTS5's ascii tokenizer cuts it: at ASCII characters other than letters and digits.
+
+    The index has no positions (detail=none), so a quoted word that FTS5 reads as two tokens would
+    be a phrase query, which it refuses; the typed words are cut the same way the names were.
+
+    >>> fts_tokens("q727\u19bfzq9mark"), fts_tokens("mecklenburg-strelitz")
+    (['q727\u19bfzq9mark'], ['mecklenburg', 'strelitz'])
+    """
+    return _FTS_TOKEN.findall(word)
 
 
 def _quoted(word: str) -> str:
