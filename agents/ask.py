@@ -75,7 +75,7 @@ async def ask(
             question, kg, model, supervisor or model, **options, tools=tools, **({"max_iterations": limit} if limit else {})
         )
     if method == "r2kg-sc":
-        from kg_mcp.agents.r2kg import run_r2kg_consistent
+        from kg_mcp.agents.r2kg_consistency import run_r2kg_consistent
 
         return await run_r2kg_consistent(
             question, kg, model, **options, tools=tools, **({"max_iterations": limit} if limit else {})

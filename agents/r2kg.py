@@ -10,7 +10,7 @@ Operator's chat as the result of its verification call. Past `max_iterations` Op
 the answer is Abstain.
 
 Without a Supervisor the Operator answers itself (its verification call carries the answer);
-`run_r2kg_consistent` runs that single-agent version several times (prompt variants or
+`kg_mcp.agents.r2kg_consistency` runs that single-agent version several times (prompt variants or
 temperatures) and gives an answer only when every run gives the same answer set.
 
 Rules where the paper and the issue are silent (also listed in the report):
@@ -34,16 +34,13 @@ Rules where the paper and the issue are silent (also listed in the report):
 from __future__ import annotations
 
 import json
-import re
-import string
-import unicodedata
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from kg_mcp.agents.kg_client import KGClient
-from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
-from kg_mcp.agents.models.json_text import parse_json_object
-from kg_mcp.agents.run import AgentResult, Hop, Run, final_answers, resolve_topics
+from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec
+from kg_mcp.agents.r2kg_evidence import Evidence, Verdict, feedback_text, parse_verdict, string_list
+from kg_mcp.agents.run import AgentResult, Run, final_answers, resolve_topics
 from kg_mcp.agents.trace import Trace
 
 from kg_mcp.prompt_files import read_prompt
@@ -127,233 +124,6 @@ def verification_tool(single: bool) -> ToolSpec:
             "properties": {"note": {"type": "string", "description": "what you found, in a sentence"}},
         },
     )
-
-
-# --- evidence: what the Operator has collected, as the Supervisor sees it ---
-
-
-def _node(term: dict[str, Any]) -> str:
-    """`label [id]` for an entity with a label of its own, else the id or literal value."""
-    ident, label = str(term.get("id", "")), term.get("label")
-    if term.get("kind") == "literal" or not label or label == ident:
-        return ident
-    return f"{label} [{ident}]"
-
-
-@dataclass
-class Step:
-    """One relation explored from one entity."""
-
-    number: int
-    hop: int
-    entity: dict[str, Any]
-    relation: str
-    total: int
-    neighbours: list[dict[str, Any]]
-
-
-@dataclass
-class Evidence:
-    topics: dict[str, str] = field(default_factory=dict)  # name -> id
-    relation_lists: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = field(default_factory=dict)
-    steps: dict[tuple[str, str], Step] = field(default_factory=dict)
-    depth: dict[str, int] = field(default_factory=dict)
-    labels: dict[str, str | None] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for name, ident in self.topics.items():
-            self.depth[ident] = 0
-            self.labels.setdefault(ident, name)
-
-    def add_relations(self, data: dict[str, Any]) -> None:
-        entity = data.get("entity") or {}
-        self._know(entity)
-        self.relation_lists[entity.get("id", "?")] = (entity, list(data.get("relations") or []))
-
-    def add_explored(self, data: dict[str, Any]) -> list[Hop]:
-        entity = data.get("entity") or {}
-        self._know(entity)
-        source = entity.get("id", "?")
-        hop = self.depth.setdefault(source, 0) + 1
-        walked = []
-        for rel in data.get("relations") or []:
-            neighbours = list(rel.get("neighbours") or [])
-            for n in neighbours:
-                self._know(n)
-                if n.get("kind", "iri") != "literal":
-                    self.depth[n["id"]] = min(self.depth.get(n["id"], hop), hop)
-            key = (source, rel["relation"])
-            number = self.steps[key].number if key in self.steps else len(self.steps) + 1
-            self.steps[key] = Step(
-                number, hop, entity, rel["relation"], int(rel.get("total", len(neighbours))), neighbours
-            )
-            walked.append(Hop(source, rel["relation"], [n["id"] for n in neighbours]))
-        return walked
-
-    def _know(self, term: dict[str, Any]) -> None:
-        if term.get("id") and term.get("kind", "iri") != "literal":
-            self.labels[term["id"]] = term.get("label") or self.labels.get(term["id"])
-
-    @property
-    def triple_count(self) -> int:
-        return sum(len(s.neighbours) for s in self.steps.values())
-
-    def relations_text(self) -> str:
-        if not self.relation_lists:
-            return "(none yet)"
-        lines = []
-        for entity, rows in self.relation_lists.values():
-            listed = ", ".join(f"{r['relation']} ({r.get('triples', '?')})" for r in rows) or "no relations"
-            lines.append(f"- {_node(entity)}: {listed}")
-        return "\n".join(lines)
-
-    def triples_text(self) -> str:
-        if not self.steps:
-            return "(none yet)"
-        blocks = []
-        for step in sorted(self.steps.values(), key=lambda s: s.number):
-            shown = len(step.neighbours)
-            noun = "triple" if step.total == 1 else "triples"
-            count = f"{step.total} {noun}" if shown == step.total else f"{shown} of {step.total} {noun} shown"
-            lines = [
-                f"Step {step.number} (hop {step.hop}): {_node(step.entity)} via {step.relation}: {count}"
-            ]
-            forward = step.relation.removeprefix("~")
-            for n in step.neighbours:
-                s, o = (
-                    (_node(n), _node(step.entity))
-                    if step.relation.startswith("~")
-                    else (_node(step.entity), _node(n))
-                )
-                lines.append(f"  ({s}, {forward}, {o})")
-            blocks.append("\n".join(lines))
-        return "\n".join(blocks)
-
-    def explored_at_hop(self, hop: int) -> list[str]:
-        return list(
-            dict.fromkeys(
-                _node(s.entity) for s in sorted(self.steps.values(), key=lambda s: s.number) if s.hop == hop
-            )
-        )
-
-    def entity_id(self, text: str) -> str | None:
-        """The id of an entity named by id, `label [id]` or exact label, among those seen."""
-        text = text.strip()
-        bracketed = re.fullmatch(r"(.*?)\s*\[([^\[\]]+)\]", text)
-        if bracketed and bracketed.group(2) in self.labels:
-            return bracketed.group(2)
-        if text in self.labels:
-            return text
-        for ident, label in self.labels.items():
-            if label and label == text:
-                return ident
-        return None
-
-    def as_label(self, answer: str) -> str:
-        answer = answer.strip()
-        ident = self.entity_id(answer)
-        if (
-            ident is not None
-            and self.labels.get(ident)
-            and (answer == ident or answer.endswith(f"[{ident}]"))
-        ):
-            return self.labels[ident] or answer
-        return answer
-
-
-# --- the Supervisor's reply, read leniently ---
-
-
-@dataclass
-class Feedback:
-    entity: str | None = None
-    relations: list[str] = field(default_factory=list)
-    rollback_to_hop: int | None = None
-    message: str = ""
-
-
-@dataclass
-class Verdict:
-    answers: list[str] | None  # None: feedback
-    reasoning: str = ""
-    feedback: Feedback | None = None
-
-
-def _strings(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value] if value.strip() else []
-    if isinstance(value, list | tuple):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
-    return [str(value)]
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and str(value).strip() != "" else None
-    except (TypeError, ValueError):
-        match = re.search(r"\d+", str(value))
-        return int(match.group()) if match else None
-
-
-def parse_verdict(text: str) -> Verdict:
-    """The Supervisor's decision from its reply: JSON as asked, or the nearest reading of it."""
-    data = parse_json_object(text)
-    if data is None:
-        answers = final_answers(text)
-        if answers:
-            return Verdict(answers, reasoning=text.strip())
-        return Verdict(None, feedback=Feedback(message=text.strip()))
-    decision = str(data.get("decision") or data.get("action") or "").strip().lower()
-    answers = _strings(data.get("answers", data.get("answer")))
-    reasoning = data.get("reasoning_path", data.get("reasoning", ""))
-    if isinstance(reasoning, list):
-        reasoning = " -> ".join(str(r) for r in reasoning)
-    raw = data.get("feedback")
-    feedback = Feedback()
-    if isinstance(raw, dict):
-        feedback = Feedback(
-            entity=(str(raw["entity"]).strip() or None) if raw.get("entity") else None,
-            relations=_strings(raw.get("relations", raw.get("relation"))),
-            rollback_to_hop=_int_or_none(raw.get("rollback_to_hop", raw.get("rollback"))),
-            message=str(raw.get("message") or ""),
-        )
-    elif raw:
-        feedback = Feedback(message=str(raw))
-    if decision.startswith("answer") and answers:
-        return Verdict(answers, reasoning=str(reasoning))
-    if decision.startswith("feedback") or not answers:
-        if not (feedback.entity or feedback.relations or feedback.rollback_to_hop or feedback.message):
-            feedback.message = "The evidence does not answer the question yet."
-        return Verdict(None, reasoning=str(reasoning), feedback=feedback)
-    return Verdict(answers, reasoning=str(reasoning))
-
-
-def feedback_text(feedback: Feedback, evidence: Evidence) -> str:
-    """The Supervisor's feedback as the Operator reads it (prompts/r2kg/feedback.md)."""
-    lines = []
-    if feedback.rollback_to_hop is not None:
-        k = feedback.rollback_to_hop
-        where = evidence.explored_at_hop(k)
-        start = f" — you explored {', '.join(where)} there" if where else ""
-        lines.append(
-            f"Roll back to hop {k}{start}: the path after that looks wrong; explore a different relation."
-        )
-    if feedback.entity or feedback.relations:
-        ident = evidence.entity_id(feedback.entity) if feedback.entity else None
-        who = feedback.entity or "the entity above"
-        if ident and ident != feedback.entity:
-            who = f"{feedback.entity} (id {ident})"
-        rels = (
-            ", ".join(feedback.relations)
-            if feedback.relations
-            else "the relations that fit the question (call get_relations first)"
-        )
-        lines.append(f"Explore {who} with: {rels}.")
-    if feedback.message:
-        lines.append(feedback.message.strip())
-    return read_prompt("r2kg/feedback.md").render(instructions="\n".join(f"- {line}" for line in lines))
 
 
 # --- checking the Operator's calls ---
@@ -555,7 +325,7 @@ async def run_r2kg(
                     answers, reasoning = turn.text_verification, reply.text.strip()
                 else:
                     args = turn.verification.arguments
-                    answers, reasoning = _strings(args.get("answers")), str(args.get("reasoning") or "")
+                    answers, reasoning = string_list(args.get("answers")), str(args.get("reasoning") or "")
                 answers = list(dict.fromkeys(evidence.as_label(a) for a in answers))
                 if not answers:
                     run.note("operator abstained", turn=operator_turns)
@@ -678,131 +448,3 @@ async def _ask_supervisor(
     verdict = parse_verdict(reply.text)
     run.note("supervisor verdict", decision="answer" if verdict.answers is not None else "feedback")
     return verdict
-
-
-# --- single-agent strict self-consistency ---
-
-_PUNCTUATION = set(string.punctuation)
-
-
-def normalise(answer: str) -> str:
-    """Case, whitespace and punctuation folded away: `The  Wrecking-Crew!` -> `the wreckingcrew`."""
-    text = unicodedata.normalize("NFKC", answer).casefold()
-    text = "".join(
-        ch for ch in text if ch not in _PUNCTUATION and not unicodedata.category(ch).startswith("P")
-    )
-    return " ".join(text.split())
-
-
-def answer_set(answers: list[str]) -> frozenset[str]:
-    return frozenset(a for a in (normalise(x) for x in answers) if a)
-
-
-def temperatures(runs: int) -> list[float]:
-    """Evenly spread from 0.2 to 1.0: three runs get 0.2, 0.6 and 1.0."""
-    if runs <= 1:
-        return [0.2]
-    return [round(0.2 + 0.8 * i / (runs - 1), 3) for i in range(runs)]
-
-
-class _RunTrace(Trace):
-    """A single run's events, written into the wrapper's trace tagged with the run index."""
-
-    def __init__(self, parent: Trace, index: int):
-        super().__init__(None)
-        self.parent = parent
-        self.index = index
-
-    def event(self, type_: str, **data: Any) -> None:
-        self.events.append({"type": type_, **data})
-        self.parent.event(type_, run=self.index, **data)
-
-    def close(self) -> None:
-        pass
-
-
-async def run_r2kg_consistent(
-    question: str,
-    kg: KGClient,
-    operator: Model,
-    *,
-    topics: dict[str, str | None] | None = None,
-    runs: int = 3,
-    vary: Literal["prompt", "temperature"] = "prompt",
-    max_iterations: int = 15,
-    trace: Trace | None = None,
-    sampling: Sampling | None = None,
-    stop_early: bool = True,
-    tools: str = "paper",
-) -> AgentResult:
-    """Single-agent R2-KG with strict self-consistency: an answer only when all runs agree.
-
-    Runs differ by prompt variant (1, 2, 3, ...) or by temperature (`temperatures(runs)`, on top
-    of `sampling`). Any abstention or any two different answer sets (after `normalise`) abstain.
-    With `stop_early`, the runs stop at the first abstention or disagreement (the outcome is the
-    same; the remaining runs are not paid for).
-    """
-    if vary not in ("prompt", "temperature"):
-        raise ValueError(f"vary must be 'prompt' or 'temperature', not {vary!r}")
-    outer = Run(f"{METHOD}-consistent", question, kg, trace)
-    base = sampling or Sampling()
-    temps = temperatures(runs)
-    results: list[AgentResult] = []
-    agreed: frozenset[str] | None = None
-    verdict = "unanimous"
-    for index in range(runs):
-        if vary == "prompt":
-            variant, run_sampling = index % PROMPT_VARIANTS + 1, sampling
-        else:
-            variant, run_sampling = 1, replace(base, temperature=temps[index])
-        outer.note(
-            "self-consistency run",
-            index=index,
-            prompt_variant=variant,
-            temperature=run_sampling.temperature if run_sampling else None,
-        )
-        result = await run_r2kg(
-            question,
-            kg,
-            operator,
-            None,
-            topics=topics,
-            max_iterations=max_iterations,
-            sampling=run_sampling,
-            trace=_RunTrace(outer.trace, index),
-            prompt_variant=variant,
-            tools=tools,
-        )
-        results.append(result)
-        for role, usage in result.usage.items():
-            outer.usage[role] = outer.usage.get(role, Usage()) + usage
-        outer.turns += result.turns
-        answers = answer_set(result.answers)
-        if result.abstained or not answers:
-            verdict = "a run abstained"
-        elif agreed is not None and answers != agreed:
-            verdict = "runs disagreed"
-        agreed = answers if agreed is None else agreed
-        if verdict != "unanimous" and stop_early:
-            break
-    if len(results) < runs:
-        outer.note("stopped early", reason=verdict, runs_done=len(results))
-    outer.note(
-        "self-consistency", verdict=verdict, answer_sets=[sorted(answer_set(r.answers)) for r in results]
-    )
-    outer.path = list(results[0].path) if results else []
-    summary = [
-        {
-            "answers": r.answers,
-            "abstained": r.abstained,
-            "turns": r.turns,
-            "reasoning": r.reasoning,
-            "stop": r.extra.get("stop"),
-        }
-        for r in results
-    ]
-    if verdict != "unanimous" or not results:
-        return outer.finish([], abstained=True, reasoning=verdict, verdict=verdict, vary=vary, runs=summary)
-    return outer.finish(
-        results[0].answers, reasoning=results[0].reasoning, verdict=verdict, vary=vary, runs=summary
-    )

@@ -9,15 +9,9 @@ import pytest
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Message, Reply, Sampling, ToolCall
 from kg_mcp.agents.models.scripted import ScriptedModel, call
-from kg_mcp.agents.r2kg import (
-    Evidence,
-    answer_set,
-    normalise,
-    parse_verdict,
-    run_r2kg,
-    run_r2kg_consistent,
-    temperatures,
-)
+from kg_mcp.agents.r2kg import run_r2kg
+from kg_mcp.agents.r2kg_consistency import answer_set, normalise, run_r2kg_consistent, temperatures
+from kg_mcp.agents.r2kg_evidence import Evidence, parse_verdict
 from kg_mcp.agents.trace import Trace, read_trace
 
 from kg_mcp.prompt_files import read_prompt
