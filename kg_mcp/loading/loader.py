@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,7 +24,9 @@ from kg_mcp.loading.rdf_files import blame_line, bulk_load_lines, read_rdf_docum
 from kg_mcp.loading.report import LoadReport, SourceReport
 from kg_mcp.loading.sources import Format, check_readable, detect_format, open_source
 from kg_mcp.loading.text_triples import TextMinter, read_text_triples
-from kg_mcp.names.store_index import build_store_index, store_profile
+from kg_mcp.names import index_path
+from kg_mcp.names.scan import SCANNED_FILE, NameScan
+from kg_mcp.names.store_index import build_store_index, store_profile, store_stamp
 from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, RELATION_PATH
 from kg_mcp.settings import Settings
 from kg_mcp.store_meta import read_meta, write_meta
@@ -70,16 +74,15 @@ def load_sources(
         remove_stale_staging(store_dir)
         with staged_store(store_dir) as staging:
             store = ox.Store(str(staging))
+            languages = languages or Settings().languages
+            scan = _name_scan(store, staging, plan, skip_bad, languages)
             try:
-                report = _load_into(store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold)
+                report = _load_into(store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan)
                 store.flush()
                 # Inside the staging copy: the swap below replaces store and name index together.
-                index_started = time.perf_counter()
-                report.names = build_store_index(
-                    store, staging, profile=store_profile(store), languages=languages or Settings().languages,
-                    progress=progress,
+                report.names, report.index_seconds, report.names_read_from = _name_index(
+                    store, staging, scan, languages, progress
                 )
-                report.index_seconds = time.perf_counter() - index_started
                 if optimize:
                     store.optimize()
             except BaseException as error:
@@ -89,13 +92,36 @@ def load_sources(
                 traceback.clear_frames(error.__traceback__)
                 raise
             finally:
+                if scan is not None:
+                    scan.close()
                 del store  # closed before the directory is renamed or deleted
     report.seconds = time.perf_counter() - started
     log.info("%s", report.summary())
     return report
 
 
-def _load_into(store, plan, store_dir, base_iri, bad, progress, hub_threshold) -> LoadReport:
+def _name_scan(store: ox.Store, staging: Path, plan, skip_bad: bool, languages) -> NameScan | None:
+    """A scan for names in the N-Triples read, when they are all the new store will hold; else None
+    (other formats, or a store that already has triples: its index is then built from the store)."""
+    if skip_bad or any(fmt.name != "nt" for _, fmt in plan) or next(store.quads_for_pattern(None, None, None), None):
+        return None
+    return NameScan(sqlite3.connect(staging / SCANNED_FILE, check_same_thread=False), languages)
+
+
+def _name_index(store: ox.Store, staging: Path, scan: NameScan | None, languages, progress) -> tuple[int, float, str]:
+    """Finish the names scanned, or index the store's names; returns (names, seconds spent, "text" or "store")."""
+    profile = store_profile(store)
+    if scan is not None and scan.matches(profile):
+        names = scan.finish(profile, store_stamp(store))
+        scan.close()
+        os.replace(staging / SCANNED_FILE, index_path(staging))
+        return names, scan.seconds, "text"
+    started = time.perf_counter()
+    names = build_store_index(store, staging, profile=profile, languages=languages, progress=progress)
+    return names, time.perf_counter() - started, "store"
+
+
+def _load_into(store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None) -> LoadReport:
     started = time.perf_counter()
     entities = TextMinter(base_iri + ENTITY_PATH)
     relations = TextMinter(base_iri + RELATION_PATH)
@@ -103,11 +129,11 @@ def _load_into(store, plan, store_dir, base_iri, bad, progress, hub_threshold) -
     reports = []
     sampler = HubSampler(hub_threshold)
     with tqdm(unit="triples", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
-        for path, fmt in plan:
+        for number, (path, fmt) in enumerate(plan, 1):
             source_started, bad_before = time.perf_counter(), bad.count
             bar.set_description(path.name)
             if fmt.name == "nt" and not bad.skip:
-                triples = _load_natively(store, path, fmt, base_iri, sampler, bar)
+                triples = _load_natively(store, path, fmt, base_iri, sampler, bar, scan, number == len(plan))
             else:
                 counter = [0]
                 with open_source(path) as stream:
@@ -130,32 +156,71 @@ def _load_into(store, plan, store_dir, base_iri, bad, progress, hub_threshold) -
     return LoadReport(str(store_dir), reports, bad.count, bad.examples, store_triples=len(store) - kept_aside, hubs=hubs)
 
 
-def _load_natively(store, path: Path, fmt: Format, base_iri, sampler: HubSampler, bar: tqdm) -> int:
+def _load_natively(store, path: Path, fmt: Format, base_iri, sampler: HubSampler, bar: tqdm, scan=None, last=False) -> int:
     """N-Triples through pyoxigraph's own bulk loader, with no Python work per triple.
 
-    A plain file is first read once in Python (hub sampling, line count, progress), then handed
-    to pyoxigraph by path, which parses it in parallel; a compressed one is streamed through the
-    sampler into the loader. Returns the lines read: the triples, blank and comment lines aside.
+    A plain file is handed to pyoxigraph by path, which parses it in parallel, while this thread
+    reads it once more (hub sampling, line count, progress, and the names for the index: `scan`,
+    whose index is finished meanwhile after the `last` source); a compressed one is streamed
+    through the sampler into the loader. Returns the lines read: the triples, blank and comment
+    lines aside.
     """
 
     def on_chunk(data: bytes) -> None:
         sampler.sample_lines(data)
+        if scan is not None:
+            scan.feed(data)
         bar.update(data.count(b"\n"))
 
     with open_source(path, on_chunk) as stream:
         if path.suffix.lower() == ".nt":
-            bar.set_description(f"{path.name}: scanning")
-            while stream.read(1 << 20):
-                pass
             bar.set_description(f"{path.name}: loading")
+            # bulk_load lets go of the GIL: the reading here costs the load no time where a core is free.
+            loading = _Background(store.bulk_load, path=str(path), format=fmt.rdf, base_iri=base_iri)
             try:
-                store.bulk_load(path=str(path), format=fmt.rdf, base_iri=base_iri)
-            except SyntaxError as error:
+                while stream.read(1 << 20):
+                    pass
+                if scan is not None:
+                    scan.end_of_source()
+                    if last:
+                        scan.finish_guessed()
+            finally:
+                error = loading.wait()
+            if isinstance(error, SyntaxError):
                 line, culprit = blame_line(path, fmt.rdf, base_iri, error)
                 raise LoadError(path, line, syntax_reason(culprit)) from None
+            if error is not None:
+                raise error
         else:
             bulk_load_lines(store, stream, path, fmt.rdf, base_iri)
+            if scan is not None:
+                scan.end_of_source()
         return stream.raw.lines
+
+
+class _Background:
+    """`call(**arguments)` run in a thread; `wait` returns the exception it raised, if any."""
+
+    def __init__(self, call, **arguments):
+        self._call, self._arguments = call, arguments
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="kg-mcp bulk load", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._call(**self._arguments)
+        except BaseException as error:  # handed to the caller's thread by wait()
+            self._error = error
+        finally:
+            self._call = self._arguments = None  # a bound Store method: the Store must close when the load ends
+
+    def wait(self) -> BaseException | None:
+        self._thread.join()
+        error, self._error = self._error, None
+        if error is not None:  # its frames hold the Store too
+            traceback.clear_frames(error.__traceback__)
+        return error
 
 
 def _read(stream, path: Path, fmt: Format, base_iri, bad, entities, relations, prefixes) -> Iterable[ox.Quad]:

@@ -28,7 +28,8 @@ class LoadReport:
     store_triples: int = 0  # quads in the store after the load, kg-mcp's own metadata excluded
     hubs: int = 0  # (node, direction) pairs with predicate statistics after the load
     names: int = 0  # labels and aliases in the store's name index
-    index_seconds: float = 0.0  # of `seconds`, building the name index
+    index_seconds: float = 0.0  # of `seconds`, building the name index (in part while the store loaded)
+    names_read_from: str = "store"  # "text" when picked out of the N-Triples as they were read
 
     @property
     def triples(self) -> int:
@@ -45,7 +46,7 @@ class LoadReport:
         lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s)" for s in self.sources]
         if self.hubs:
             lines.append(f"predicate statistics kept for {self.hubs:,} hub direction(s)")
-        lines.append(f"name index: {self.names:,} names ({self.index_seconds:.1f}s)")
+        lines.append(f"name index: {self.names:,} names from the {self.names_read_from} ({self.index_seconds:.1f}s)")
         if self.bad_lines:
             lines.append(f"skipped {self.bad_lines:,} bad lines, e.g.:")
             lines += [f"  {example}" for example in self.bad_line_examples]

@@ -13,14 +13,14 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 
 import pyoxigraph as ox
 from tqdm import tqdm
 
-from kg_mcp.names.fold import fold, fold_joined
+from kg_mcp.names.fold import fold_joined_many, fold_many
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +102,49 @@ def fill_index(
 ) -> int:
     """Create the index's tables in an empty database and fill them from `store`; returns the names."""
     connection.executescript(_SCHEMA)
-    rows = _names(store, label_predicates, alias_predicates, set(languages) | {""}, progress)
+    count = insert_names(connection, _names(store, label_predicates, alias_predicates, set(languages) | {""}, progress))
+    finish_index(connection, label_predicates, alias_predicates, languages, stamp, count)
+    return count
+
+
+def start_index(connection: sqlite3.Connection) -> None:
+    """Create the index's tables in an empty database, for `insert_names` and then `finish_index`."""
+    connection.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
+
+
+def insert_names(connection: sqlite3.Connection, names: Iterable[tuple[str, str, int]]) -> int:
+    """Add (entity, name, alias) rows, folding the names in batches; returns the rows added (a name
+    with punctuation inside words makes two, see `fold_joined`)."""
     count = 0
-    while batch := list(islice(rows, _BATCH)):
-        connection.executemany("INSERT INTO names(entity, label, folded, alias) VALUES (?, ?, ?, ?)", batch)
-        count += len(batch)
+    names = iter(names)
+    while batch := list(islice(names, _BATCH)):
+        rows = _folded(batch)
+        connection.executemany("INSERT INTO names(entity, label, folded, alias) VALUES (?, ?, ?, ?)", rows)
+        count += len(rows)
+    return count
+
+
+def _folded(batch: list[tuple[str, str, int]]) -> list[tuple[str, str, str, int]]:
+    # A name repeated (in several languages) makes repeated rows: lookups keep one hit per entity.
+    texts = [text for _, text, _ in batch]
+    rows = []
+    for (entity, text, alias), folded, joined in zip(batch, fold_many(texts), fold_joined_many(texts)):
+        if folded:
+            rows.append((entity, text, folded, alias))
+        if joined and joined != folded:
+            rows.append((entity, text, joined, alias))
+    return rows
+
+
+def finish_index(
+    connection: sqlite3.Connection,
+    label_predicates: Sequence[str],
+    alias_predicates: Sequence[str],
+    languages: Sequence[str],
+    stamp: str,
+    count: int,
+) -> None:
+    """Build the word indexes over the names inserted, record the settings, and commit."""
     connection.executescript(_INDEXES)
     # Each word also spelled backwards, so that words ending alike are a range of an index too.
     terms = connection.execute("SELECT term, doc FROM word_list")
@@ -123,7 +161,6 @@ def fill_index(
     }
     connection.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
     connection.commit()
-    return count
 
 
 def read_index_meta(path: str | Path) -> dict | None:
@@ -143,7 +180,7 @@ def read_index_meta(path: str | Path) -> dict | None:
 
 def _names(
     store: ox.Store, labels: Sequence[str], aliases: Sequence[str], languages: set[str], progress: bool
-) -> Iterator[tuple[str, str, str, int]]:
+) -> Iterator[tuple[str, str, int]]:
     predicates = [(p, 0) for p in labels] + [(p, 1) for p in aliases if p not in labels]
     wanted = ", ".join(f'"{lang}"' for lang in sorted(languages))
     with tqdm(desc="name index", unit="names", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
@@ -158,12 +195,5 @@ def _names(
                 read += 1
                 if read % 10_000 == 0:
                     bar.update(10_000)
-                # A name repeated (in several languages) makes repeated rows: lookups keep one hit per entity.
-                entity, text = subject.value, literal.value
-                folded = fold(text)
-                if folded:
-                    yield entity, text, folded, alias
-                joined = fold_joined(text)
-                if joined and joined != folded:
-                    yield entity, text, joined, alias
+                yield subject.value, literal.value, alias
             bar.update(read % 10_000)

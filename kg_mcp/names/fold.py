@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
+from itertools import accumulate
 
 _APOSTROPHES = re.compile(r"['’`´ʼ]")  # joined, not split: "Ocean's" is typed "oceans"
 _WORD = re.compile(r"[^\W_]+")
@@ -51,3 +53,49 @@ def words(text: str) -> list[str]:
     (['spielberg', 'steven'], [])
     """
     return _WORD.findall(fold(text))
+
+
+_SEPARATORS = re.compile(r"(?:[^\w\n]|_)+")  # what `fold` drops between words; newlines kept apart
+_SPACES = re.compile(" +")
+_PUNCTUATION = re.compile(r"[^\w\s]")
+# The same for ASCII text: apostrophes dropped, other characters but letters and digits made spaces.
+_ASCII_FOLD = str.maketrans(
+    {c: None if c in "'`" else " " for c in map(chr, range(128)) if not c.isalnum() and c != "\n"}
+)
+
+
+def fold_many(texts: list[str]) -> list[str]:
+    """`fold` of each text, done on all of them at once (a load folds millions of names).
+
+    The texts are joined by newlines and folded as one string, which is the same as folding each
+    one: every step works character by character and a newline is a separator to each of them.
+    A text containing a newline itself, or one that folds to nothing, is folded alone.
+
+    >>> fold_many(["Ocean's  Eleven!", "Émile_Zola", "$", "a\\nb"])
+    ['oceans eleven', 'emile zola', '$', 'a b']
+    """
+    text = "\n".join(texts)
+    if text.isascii():  # the usual case: a table lookup per character, and one pass for runs of spaces
+        folded = _SPACES.sub(" ", text.lower().translate(_ASCII_FOLD)).split("\n")
+    else:
+        text = _COMBINING.sub("", unicodedata.normalize("NFKD", text)).casefold().translate(_LETTERS)
+        folded = _SEPARATORS.sub(" ", _APOSTROPHES.sub("", text)).split("\n")
+    if len(folded) != len(texts):
+        return [fold(t) for t in texts]
+    return [f.strip(" ") or fold(t) for f, t in zip(folded, texts)]
+
+
+def fold_joined_many(texts: list[str]) -> list[str | None]:
+    """`fold_joined` of each text, done on all of them at once.
+
+    >>> fold_joined_many(["Modena F.C.", "Paris", "half-brother"])
+    ['modena fc', None, 'halfbrother']
+    """
+    # Only texts with punctuation can change: found in one scan of them all, then looked at alone.
+    starts = list(accumulate((len(t) + 1 for t in texts), initial=0))
+    punctuated = sorted({bisect_right(starts, m.start()) - 1 for m in _PUNCTUATION.finditer("\n".join(texts))})
+    out: list[str | None] = [None] * len(texts)
+    changed = [(i, j) for i in punctuated if (j := _INSIDE.sub("", texts[i])) != texts[i]]
+    for (i, _), folded in zip(changed, fold_many([j for _, j in changed])):
+        out[i] = folded
+    return out
