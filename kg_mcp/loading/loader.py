@@ -45,6 +45,7 @@ def load_sources(
     hub_threshold: int = DEFAULT_THRESHOLD,
     optimize: bool = False,
     languages: Sequence[str] | None = None,
+    name_index: bool = True,
 ) -> LoadReport:
     """Load ``sources`` into the Oxigraph store at ``store_dir`` (created if missing).
 
@@ -53,7 +54,8 @@ def load_sources(
     formats are skipped and counted instead when ``skip_bad``). Nodes with at least
     ``hub_threshold`` edges in one direction get predicate statistics (kg_mcp.hubs);
     ``optimize`` compacts the store afterwards (slower load, somewhat faster reads). The store's
-    name index (labels and aliases in ``languages``, default the settings') is rebuilt with it.
+    name index (labels and aliases in ``languages``, default the settings') is rebuilt with it,
+    unless not ``name_index`` (then the store gets one when first opened).
     """
     started = time.perf_counter()
     store_dir = Path(store_dir)
@@ -75,14 +77,16 @@ def load_sources(
         with staged_store(store_dir) as staging:
             store = ox.Store(str(staging))
             languages = languages or Settings().languages
-            scan = _name_scan(store, staging, plan, skip_bad, languages)
+            scan = _name_scan(store, staging, plan, skip_bad, languages) if name_index else None
             try:
                 report = _load_into(store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan)
                 store.flush()
                 # Inside the staging copy: the swap below replaces store and name index together.
-                report.names, report.index_seconds, report.names_read_from = _name_index(
-                    store, staging, scan, languages, progress
-                )
+                if name_index:
+                    report.names, report.index_seconds, report.names_read_from = _name_index(
+                        store, staging, scan, languages, progress
+                    )
+
                 if optimize:
                     store.optimize()
             except BaseException as error:
@@ -112,10 +116,11 @@ def _name_index(store: ox.Store, staging: Path, scan: NameScan | None, languages
     """Finish the names scanned, or index the store's names; returns (names, seconds spent, "text" or "store")."""
     profile = store_profile(store)
     if scan is not None and scan.matches(profile):
+        started = time.perf_counter()
         names = scan.finish(profile, store_stamp(store))
         scan.close()
         os.replace(staging / SCANNED_FILE, index_path(staging))
-        return names, scan.seconds, "text"
+        return names, scan.waited + time.perf_counter() - started, "text"
     started = time.perf_counter()
     names = build_store_index(store, staging, profile=profile, languages=languages, progress=progress)
     return names, time.perf_counter() - started, "store"
@@ -184,17 +189,22 @@ def _load_natively(store, path: Path, fmt: Format, base_iri, sampler: HubSampler
                     scan.end_of_source()
                     if last:
                         scan.finish_guessed()
+                    read = time.perf_counter()
             finally:
                 error = loading.wait()
+            if scan is not None:  # the load waited only for what was left once bulk_load had ended
+                scan.waited += max(0.0, read - loading.ended)
             if isinstance(error, SyntaxError):
                 line, culprit = blame_line(path, fmt.rdf, base_iri, error)
                 raise LoadError(path, line, syntax_reason(culprit)) from None
             if error is not None:
                 raise error
         else:
+            before = scan.seconds if scan is not None else 0.0
             bulk_load_lines(store, stream, path, fmt.rdf, base_iri)
             if scan is not None:
                 scan.end_of_source()
+                scan.waited += scan.seconds - before  # read inline, as the loader asked for the data
         return stream.raw.lines
 
 
@@ -204,6 +214,7 @@ class _Background:
     def __init__(self, call, **arguments):
         self._call, self._arguments = call, arguments
         self._error: BaseException | None = None
+        self.ended = float("inf")  # time.perf_counter() when the call returned
         self._thread = threading.Thread(target=self._run, name="kg-mcp bulk load", daemon=True)
         self._thread.start()
 
@@ -214,6 +225,7 @@ class _Background:
             self._error = error
         finally:
             self._call = self._arguments = None  # a bound Store method: the Store must close when the load ends
+            self.ended = time.perf_counter()
 
     def wait(self) -> BaseException | None:
         self._thread.join()
