@@ -31,7 +31,7 @@ class LoadReport:
     # Of `seconds`, those the load spent on the name index alone; names read from the text while
     # pyoxigraph loaded the file count only where they took longer than the load.
     index_seconds: float = 0.0
-    names_read_from: str = "store"  # "text" when picked out of the N-Triples as they were read
+    names_read_from: str = ""  # "text" (picked out of the N-Triples as they were read), "store", or not built
 
     @property
     def triples(self) -> int:
@@ -48,7 +48,10 @@ class LoadReport:
         lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s)" for s in self.sources]
         if self.hubs:
             lines.append(f"predicate statistics kept for {self.hubs:,} hub direction(s)")
-        lines.append(f"name index: {self.names:,} names from the {self.names_read_from} ({self.index_seconds:.1f}s)")
+        if self.names_read_from:
+            lines.append(f"name index: {self.names:,} names from the {self.names_read_from} ({self.index_seconds:.1f}s)")
+        else:
+            lines.append("name index: not built (the store gets one when first opened)")
         if self.bad_lines:
             lines.append(f"skipped {self.bad_lines:,} bad lines, e.g.:")
             lines += [f"  {example}" for example in self.bad_line_examples]
