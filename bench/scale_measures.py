@@ -91,9 +91,16 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         # Loads of a few seconds are repeated, alternating, and the medians kept (a shared machine is
         # noisy); tiny ones are only smoke tests and big ones too long to repeat.
         repeats = 3 if 500_000 <= triples <= 3_000_000 else 1
+        # Up to 10M, also kg-mcp load without the name index: much of the index is built while
+        # pyoxigraph loads, so its share is the whole load's time against this one's.
+        plain_code = ours_code.replace("progress=False)", "progress=False, name_index=False)")
+        runs["plain"] = []
         for i in range(repeats):
             runs["bulk"].append(_load_once(bulk_code, bulk_dir))
             shutil.rmtree(bulk_dir, ignore_errors=True)
+            if triples <= 10_000_000:
+                runs["plain"].append(_load_once(plain_code, bulk_dir, index_note))
+                shutil.rmtree(bulk_dir, ignore_errors=True)
             if i < repeats - 1:
                 runs["ours"].append(_load_once(ours_code, store_dir, index_note))
         load_row, index_row = _load_rows(label, triples, runs)
@@ -128,10 +135,12 @@ def _load_once(code: str, target: Path, index_note: Path | None = None) -> tuple
 
 def _load_rows(label: str, triples: int, runs: dict[str, list[tuple[float, float, float]]]) -> tuple[Row, Row]:
     """The store part of `kg_mcp.loading.load_sources` against `Store.bulk_load` alone (median seconds,
-    highest peak), and what the name index adds to it (issue 15's goal: at most 30%)."""
+    highest peak), and the load with the name index against the load without (issue 15's goal: at
+    most 30% more)."""
     ours_s, ours_mb, index_s = _median_run(runs["ours"])
     base_s, base_mb, _ = _median_run(runs["bulk"])
-    store_s = ours_s - index_s
+    # The store part: a load without the index where one was measured, else less the time waited for it.
+    store_s = _median_run(runs["plain"])[0] if runs.get("plain") else ours_s - index_s
     load = Row(
         f"scale {label}: load (triples/s)",
         triples / store_s,
@@ -142,14 +151,26 @@ def _load_rows(label: str, triples: int, runs: dict[str, list[tuple[float, float
         f"whole kg-mcp load {ours_s:.0f} s = {triples / ours_s:,.0f} t/s; peak RSS ours {ours_mb:,.0f} MB, "
         f"bulk_load {base_mb:,.0f} MB (limit {MEMORY_LIMIT_MB:,} MB)",
     )
-    index = Row(
-        f"scale {label}: name index build (s)",
-        index_s,
-        store_s,
-        "s",
-        "<= 0.3",
-        "against the store part of the same load",
-    )
+    if runs.get("plain"):
+        index = Row(
+            f"scale {label}: load with the name index (s)",
+            ours_s,
+            store_s,
+            "s",
+            "<= 1.3",
+            f"kg-mcp load {ours_s:.1f} s against {store_s:.1f} s without the index (name_index=False), "
+            f"medians of {len(runs['plain'])}",
+        )
+    else:
+        index = Row(
+            f"scale {label}: load with the name index (s)",
+            ours_s,
+            store_s,
+            "s",
+            "<= 1.3",
+            f"against the same load less the {index_s:.0f} s it waited for the index (the index's work "
+            "beside pyoxigraph's load is not counted)",
+        )
     return load, index
 
 
