@@ -109,7 +109,7 @@ def _name_scan(store: ox.Store, staging: Path, plan, skip_bad: bool, languages) 
     (other formats, or a store that already has triples: its index is then built from the store)."""
     if skip_bad or any(fmt.name != "nt" for _, fmt in plan) or next(store.quads_for_pattern(None, None, None), None):
         return None
-    return NameScan(sqlite3.connect(staging / SCANNED_FILE, check_same_thread=False), languages)
+    return NameScan(sqlite3.connect(staging / SCANNED_FILE), languages)
 
 
 def _name_index(store: ox.Store, staging: Path, scan: NameScan | None, languages, progress) -> tuple[int, float, str]:

@@ -84,7 +84,8 @@ class NameScan:
                 continue
             predicate = predicate.decode()
             self.seen.add(predicate)
-            entity, text = subject.decode(), body.decode()
+            # Invalid UTF-8 fails the load itself (pyoxigraph's error, with its line): not raised here.
+            entity, text = subject.decode(errors="replace"), body.decode(errors="replace")
             if "\\" in text:
                 text = _unescape(text)
             if "\\" in entity:
