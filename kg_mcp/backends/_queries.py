@@ -191,10 +191,10 @@ def label_prefix_scan(prefix: str, predicates: Sequence[str], limit: int) -> str
 
 
 def label_pattern_scan(pattern: str, predicates: Sequence[str], limit: int) -> str:
-    """Entities whose label matches the regular expression `pattern`, ignoring case: a scan, bounded by `limit`."""
+    """Entities whose label matches the regular expression `pattern`, any case: a scan, bounded by `limit`."""
     return (
         f"SELECT ?x ?l WHERE {{ {label_pattern('?x', '?l', predicates)} "
-        # REGEX on the literal itself: Virtuoso's STR() gives a string its regular expressions read byte by byte.
+        # REGEX on the literal itself: on Virtuoso's STR() of it, regexes read UTF-8 byte by byte.
         f'FILTER(isLiteral(?l) && REGEX(?l, {_string(pattern)}, "i")) }} LIMIT {int(limit)}'
     )
 

@@ -118,7 +118,8 @@ class NameIndex:
         wide = pool * _WIDER
         found: list[NameMatch] = []
         if self._rows("SELECT 1 FROM terms WHERE term = ?", (last,)):
-            found = _completed(self._matching(" AND ".join([*head, _quoted(last)]), wide, known, "words", 0, words), words)
+            whole = self._matching(" AND ".join([*head, _quoted(last)]), wide, known, "words", 0, words)
+            found = _completed(whole, words)
             if len(known) + len(found) >= fill:
                 return found[:pool]
         if len(last) >= 2:
