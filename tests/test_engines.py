@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ENGINES, store_as_ntriples
+from conftest import ENGINES, WIKIDATA_SAMPLE, store_as_ntriples
 from test_multihop import _pathquestion_cases, spread, walk
 
 from kg_mcp.backends import open_endpoint
@@ -239,8 +239,47 @@ def test_virtuoso_text_search_takes_any_typed_name(metaqa_virtuoso, typed):
         said = f"{error.message} {error.hint}"
     else:
         said = out.text
-        assert out.data.method == "Virtuoso text search (bif:contains)"
+        assert out.data.method.startswith("Virtuoso text search (bif:contains)")
     assert "Virtuoso" not in said.replace("Virtuoso text search", "") and "SPARQL" not in said, said
+
+
+_FALLBACK = (
+    "Virtuoso text search (bif:contains) found nothing; then label queries (accents, apostrophes and case ignored)"
+)
+
+
+@pytest.mark.parametrize(
+    ("typed", "entity"),
+    [
+        ("Francois Truffaut", "kg:François_Truffaut"),  # Virtuoso's words keep their accents
+        ("oceans eleven", "kg:Ocean%27s_Eleven"),  # and split at apostrophes: "ocean", "s"
+        ("Amelie", "kg:Amélie"),
+        ("arsene lup", "kg:Arsène_Lupin"),  # the last word typed in part
+    ],
+)
+def test_virtuoso_falls_back_to_folded_labels_when_its_words_miss(metaqa_virtuoso, typed, entity):
+    out = find_entities(metaqa_virtuoso, Settings(), typed)
+    assert out.data.method == _FALLBACK, out.text
+    assert out.data.entities[0].id == entity, out.text
+    assert _FALLBACK in out.text
+
+
+def test_virtuoso_text_search_that_finds_something_is_kept(metaqa_virtuoso):
+    out = find_entities(metaqa_virtuoso, Settings(), "François Truffaut")
+    assert out.data.method == "Virtuoso text search (bif:contains)"
+    assert out.data.entities[0].id == "kg:François_Truffaut"
+
+
+def test_virtuoso_fallback_folds_letters_without_a_decomposition(engine_endpoints):
+    url = engine_endpoints("virtuoso", "wikidata", WIKIDATA_SAMPLE)
+    generic = open_endpoint(url, profile="generic", settings=Settings())
+    out = find_entities(generic, Settings(), "Lars Lokke Rasmussen")  # ø is not o with an accent
+    assert out.data.method == _FALLBACK, out.text
+    assert out.data.entities[0].id.endswith("Q182397"), out.text
+    # The Wikidata profile never scans labels (a public Wikidata endpoint would time out): no fallback.
+    wikidata = open_endpoint(url, settings=Settings())
+    method = find_entities(wikidata, Settings(), "Lars Lokke Rasmussen").data.method
+    assert method == "Virtuoso text search (bif:contains)"
 
 
 @pytest.mark.parametrize("typed", ["*", "'", '"', "\\", "&&", "x" * 300])

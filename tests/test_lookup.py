@@ -51,6 +51,22 @@ def test_a_surname_finds_the_person_after_the_node_of_that_very_name(metaqa):
     assert hits(metaqa, "Spielberg")[:2] == [("kg:spielberg", "folded"), ("kg:Steven_Spielberg", "words")]
 
 
+@pytest.mark.parametrize(
+    ("typed", "entity"),
+    [
+        ("Gabrielle", "kg:Brie_Gabrielle"),  # a surname: before Gabrielle Union, better connected
+        ("Lost", "kg:Land_of_the_Lost"),  # a title's last word: before Lost Horizon
+        ("Go", "kg:Everything_Must_Go"),  # "The Go-Getter" does not end with "go"
+    ],
+)
+def test_a_word_typed_alone_finds_first_the_names_it_ends(metaqa, typed, entity):
+    found = find_entities(metaqa, Settings(), typed, 5).data.entities
+    assert entity in [e.id for e in found], found
+    words = [fold(e.label).split() for e in found if e.match == "words"]
+    ending = [w[-1] == fold(typed) for w in words]
+    assert ending == sorted(ending, reverse=True), words  # every name it ends before any it does not
+
+
 def test_exact_label_keeps_rank_one_over_better_connected_word_matches(metaqa):
     # "Up" is a word of many better-connected titles; the film called exactly that stays first.
     found = hits(metaqa, "Up", 10)

@@ -190,6 +190,15 @@ def label_prefix_scan(prefix: str, predicates: Sequence[str], limit: int) -> str
     )
 
 
+def label_pattern_scan(pattern: str, predicates: Sequence[str], limit: int) -> str:
+    """Entities whose label matches the regular expression `pattern`, any case: a scan, bounded by `limit`."""
+    return (
+        f"SELECT ?x ?l WHERE {{ {label_pattern('?x', '?l', predicates)} "
+        # REGEX on the literal itself: on Virtuoso's STR() of it, regexes read UTF-8 byte by byte.
+        f'FILTER(isLiteral(?l) && REGEX(?l, {_string(pattern)}, "i")) }} LIMIT {int(limit)}'
+    )
+
+
 def wikidata_entity_search(name: str, language: str, limit: int) -> str:
     """Wikidata's own entity search (the query service's mwapi), ranked as on wikidata.org."""
     return (

@@ -10,16 +10,22 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+import pyoxigraph as ox
+
 from kg_mcp import __version__
 from kg_mcp.backends import text_search
+from kg_mcp.backends._queries import label_pattern_scan
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput
+from kg_mcp.names.fold import fold, loose_pattern
 
 log = logging.getLogger(__name__)
+
+_LOOSE_METHOD = "label queries (accents, apostrophes and case ignored)"
 
 
 class RemoteBackend(SparqlBackend):
@@ -94,7 +100,31 @@ class RemoteBackend(SparqlBackend):
         for solution in self._solutions(query):
             if (node := text_search.found(solution)) is not None:
                 found.setdefault(node, "search")
-        return text_search.METHODS[engine], [(n, m, 0) for n, m in found.items()]
+        method = text_search.METHODS[engine]
+        if not found and self.label_scan:
+            # The engine's words are spelled as stored: "Francois" does not find "François", nor
+            # "oceans" "Ocean's". A bounded label scan that ignores accents and apostrophes does.
+            found = dict(self._loose_label_matches(name, limit * 4))
+            method += f" found nothing; then {_LOOSE_METHOD}"
+        return method, [(n, m, 0) for n, m in found.items()]
+
+    def _loose_label_matches(self, name: str, limit: int) -> list[tuple[ox.NamedNode, str]]:
+        """Labels that begin with `name` once both are folded (kg_mcp.names.fold): the whole name first."""
+        pattern = loose_pattern(name)
+        if pattern is None:
+            return []
+        try:
+            solutions = self._solutions(label_pattern_scan(pattern, self.label_predicates, limit))
+        except EndpointError:  # a scan too heavy for this endpoint
+            log.info("loose label scan on %s failed", self.url)
+            return []
+        typed, matches = fold(name), {}
+        for s in solutions:
+            if isinstance(s["x"], ox.NamedNode) and isinstance(s["l"], ox.Literal):
+                match = "folded" if fold(s["l"].value) == typed else "prefix"
+                if matches.get(s["x"]) != "folded":
+                    matches[s["x"]] = match
+        return sorted(matches.items(), key=lambda item: item[1] != "folded")
 
     def _text_engine(self) -> str:
         if self.text_search is None:

@@ -99,3 +99,42 @@ def fold_joined_many(texts: list[str]) -> list[str | None]:
     for (i, _), folded in zip(changed, fold_many([j for _, j in changed])):
         out[i] = folded
     return out
+
+
+def _spellings() -> dict[str, str]:
+    """Each ASCII letter with the Latin letters that fold to it ("c": "cCçÇćĆ..."), drawn from Unicode."""
+    out = {c: c + c.upper() for c in "abcdefghijklmnopqrstuvwxyz"}
+    for code in range(0xC0, 0x250):
+        letter = chr(code)
+        base = fold(letter)
+        if base in out and letter not in out[base]:
+            out[base] += letter
+    return out
+
+
+_SPELLINGS = _spellings()
+_APOSTROPHE_CLASS = "['’`´ʼ]?"
+
+
+def loose_pattern(text: str) -> str | None:
+    """A regular expression for the names that begin with `text` once folded: any case, accents
+    and apostrophes, any punctuation between words; for stores whose own search has no folding.
+
+    >>> import re
+    >>> pattern = loose_pattern("Francois Truffaut")
+    >>> bool(re.match(pattern, "François Truffaut")), bool(re.match(pattern, "François Ozon"))
+    (True, False)
+    >>> bool(re.match(loose_pattern("oceans eleven"), "Ocean's Eleven (2001)")), loose_pattern("'")
+    (True, None)
+    """
+    folded = " ".join(words(text))
+    if not folded:
+        return None
+    pieces = []
+    for char in folded:
+        if char == " ":
+            pieces.append("[^a-zA-Z0-9]+")
+        else:
+            pieces.append(f"[{_SPELLINGS[char]}]" if char in _SPELLINGS else re.escape(char))
+            pieces.append(_APOSTROPHE_CLASS)
+    return "^" + "".join(pieces[:-1])

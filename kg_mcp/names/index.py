@@ -11,12 +11,12 @@ import logging
 import re
 import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rapidfuzz.distance import OSA
 
-from kg_mcp.names.fold import fold
+from kg_mcp.names.fold import fold, fold_joined
 from kg_mcp.names.fold import words as fold_words
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic"
 _FTS_TOKEN = re.compile(r"[A-Za-z0-9\x80-\U0010ffff]+")
 _CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
 _MATCHES_SCANNED = 5_000  # names looked at per words or typo query
+_WIDER = 3  # words-tier names read per name kept
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,15 @@ class NameMatch:
     # A looser match within its tier: the last typed word only begins a word of the name (words),
     # or the name has words besides the typed ones (fuzzy).
     looser: bool = False
+    # The name ends with a typed word (words tier): "Holmes" is more often Katie Holmes than Holmes
+    # Herbert, as a word typed alone is mostly a surname or a title's last, key word.
+    completes: bool = True
 
     @property
     def order(self) -> int:
-        """Rank within the tier (lower first, then by degree): fewer typos, then the closer matches."""
-        return self.edits * 2 + self.looser
+        """Rank within the tier (lower first, then by degree): fewer typos, then the closer matches,
+        then the names the typed words complete."""
+        return self.edits * 4 + self.looser * 2 + (not self.completes)
 
 
 def max_edits(word: str) -> int:
@@ -109,15 +114,19 @@ class NameIndex:
         # completed only if that leaves the list short.
         last = words[-1]
         head = [_quoted(w) for w in words[:-1]]
+        # More names than kept are read, so that the names ending with a typed word are found among them.
+        wide = pool * _WIDER
         found: list[NameMatch] = []
         if self._rows("SELECT 1 FROM terms WHERE term = ?", (last,)):
-            found = self._matching(" AND ".join([*head, _quoted(last)]), pool, known, "words", 0, words)
+            whole = self._matching(" AND ".join([*head, _quoted(last)]), wide, known, "words", 0, words)
+            found = _completed(whole, words)
             if len(known) + len(found) >= fill:
-                return found
+                return found[:pool]
         if len(last) >= 2:
             seen = known | {m.entity for m in found}
-            found += self._matching(" AND ".join([*head, _quoted(last) + "*"]), pool, seen, "words", 0, words)
-        return found[:pool]
+            more = self._matching(" AND ".join([*head, _quoted(last) + "*"]), wide, seen, "words", 0, words)
+            found += _completed(more, words, prefix=True)
+        return sorted(found, key=lambda m: m.order)[:pool]
 
     def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
         groups, edits, widened = [], 0, False
@@ -223,6 +232,30 @@ def fts_tokens(word: str) -> list[str]:
     (['q727\u19bfzq9mark'], ['mecklenburg', 'strelitz'])
     """
     return _FTS_TOKEN.findall(word)
+
+
+def _completed(matches: list[NameMatch], typed: list[str], prefix: bool = False) -> list[NameMatch]:
+    """`matches` marked by whether the name ends with a typed word (or, with `prefix`, with a word
+    that the unfinished last one begins), those first; otherwise in the order given."""
+    marked = [replace(m, completes=_ends_with(m.name, typed, prefix)) for m in matches]
+    return sorted(marked, key=lambda m: m.order)
+
+
+def _ends_with(name: str, typed: list[str], prefix: bool) -> bool:
+    """Whether `name`'s last word is one of the `typed` words (with `prefix`, or begins with the last one).
+
+    >>> _ends_with("Katie Holmes", ["holmes"], False), _ends_with("Holmes Herbert", ["holmes"], False)
+    (True, False)
+    >>> _ends_with("Steven Spielberg", ["steven", "spielb"], True), _ends_with("The Go-Getter", ["go"], False)
+    (True, False)
+    >>> _ends_with("Modena F.C.", ["modena", "fc"], False)
+    True
+    """
+    for form in (fold(name), fold_joined(name)):
+        tokens = fts_tokens(form.rsplit(" ", 1)[-1]) if form else []
+        if tokens and (tokens[-1] in typed or prefix and tokens[-1].startswith(typed[-1])):
+            return True
+    return False
 
 
 def _quoted(word: str) -> str:
