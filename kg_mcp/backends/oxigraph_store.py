@@ -13,7 +13,7 @@ from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError
-from kg_mcp.hubs import hub_stats
+from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
 
@@ -34,6 +34,7 @@ class OxigraphBackend(SparqlBackend):
         self.location = location
         self.path = path  # the store's directory; None for an in-memory store
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
+        self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
         self._names: NameIndex | None = None
@@ -99,8 +100,12 @@ class OxigraphBackend(SparqlBackend):
         return self.profile.is_hidden
 
     def _labels_here(self, nodes) -> dict:
+        """Best labels of those of `nodes` whose label is not known yet (a store read each, so the
+        label cache saves most of them: neighbours recur, and the store is read-only while served)."""
+        cache = self._label_cache
+        todo = [n for n in nodes if n not in cache]
         found: dict = {}
-        labels = self._read(list, store_patterns.labels(self.store, nodes, self._label_nodes, self.settings.languages))
+        labels = self._read(list, store_patterns.labels(self.store, todo, self._label_nodes, self.settings.languages))
         for node, predicate, literal in labels:
             self._consider_label(found, node, predicate, literal)
         return found
@@ -133,7 +138,12 @@ class OxigraphBackend(SparqlBackend):
 
     def _hub_stats(self, node: ox.NamedNode, direction: Direction) -> dict[str, int] | None:
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
-        return hub_stats(self.store, node, direction is Direction.OUTGOING)
+        outgoing = direction is Direction.OUTGOING
+        if self._hubs is None:  # which records exist, read once: most nodes are not hubs
+            self._hubs = self._read(recorded_directions, self.store)
+        if (node, outgoing) not in self._hubs:
+            return None
+        return self._read(hub_stats, self.store, node, outgoing)
 
     def _solutions(self, query: str) -> Solutions:
         return self._read(lambda: solutions_of(self.store.query(query)))
