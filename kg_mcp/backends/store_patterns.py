@@ -3,8 +3,8 @@
 A SPARQL query costs a parse and a plan (some 100 µs on Oxigraph) before its first row, more
 than the rows of an ordinary entity cost to read. The edges of one node are a prefix scan of one
 index, and each neighbour's labels another: `quads_for_pattern` reads the same index the query
-would, so rows come in the same order. Every read here is bounded; a node with more edges than
-asked for is left to the SPARQL queries of the caller.
+would, so rows come in the same order. Every read here is bounded: edges stop at the caller's
+limit, and counting gives up past `most` edges (the caller then counts with an aggregate query).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ def edges(
 ) -> list[tuple[ox.NamedNode, Term]]:
     """Up to `limit` (predicate, other end) pairs of `node`, only `predicates` if given (in their
     order), else those `hidden` does not reject."""
-    patterns = [(p,) for p in dict.fromkeys(predicates)] if predicates else [(None,)]
     found: list[tuple[ox.NamedNode, Term]] = []
-    for (predicate,) in patterns:
+    for predicate in dict.fromkeys(predicates) if predicates else [None]:
         if len(found) >= limit:
             break
         if outgoing:
