@@ -32,6 +32,12 @@ def hub_stats(store: ox.Store, node: ox.NamedNode, outgoing: bool) -> dict[str, 
     return None
 
 
+def recorded_directions(store: ox.Store) -> set[tuple[ox.NamedNode, bool]]:
+    """(hub, outgoing) for every record, without reading the records: one pass over the statistics
+    graph, which holds one quad per hub and direction."""
+    return {(q.subject, q.predicate == OUT_DEGREE) for q in store.quads_for_pattern(None, None, None, STATS_GRAPH)}
+
+
 def hubs_recorded(store: ox.Store) -> set[ox.NamedNode]:
     return {q.subject for q in store.quads_for_pattern(None, None, None, STATS_GRAPH) if isinstance(q.subject, ox.NamedNode)}
 

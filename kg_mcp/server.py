@@ -17,6 +17,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from pydantic import ValidationError
 
 from kg_mcp import __version__
@@ -42,6 +43,7 @@ class KGServer(MCPServer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._arguments: dict[str, tuple[object, ToolArguments]] = {}
+        self._header_schemas: dict[str, tuple[object, dict | None]] = {}
 
     async def list_tools(self):
         tools = await super().list_tools()
@@ -63,6 +65,20 @@ class KGServer(MCPServer):
             raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
         except ArgumentError as error:
             raise ToolError(str(error)) from None
+
+    def _tool_input_schema(self, name: str) -> dict | None:
+        """The schema the SDK checks a call's Mcp-Param-* headers against over HTTP, or None when it
+        declares no such header (nothing to check, the SDK's own reading of None). The SDK would
+        otherwise walk the whole schema twice on every call to find none; this looks once per tool."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            return None
+        known = self._header_schemas.get(name)
+        if known is None or known[0] is not tool:
+            schema = tool.parameters
+            declared = find_invalid_x_mcp_header(schema) is None and bool(x_mcp_header_map(schema))
+            known = self._header_schemas[name] = (tool, schema if declared else None)
+        return known[1]
 
     def arguments(self, name: str) -> ToolArguments:
         """The tool's published schema and checker, made once per registration."""

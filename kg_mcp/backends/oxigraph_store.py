@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pyoxigraph as ox
 
-from kg_mcp.backends.base import Direction, RelationCount, Rows
+from kg_mcp.backends import store_patterns
+from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError
-from kg_mcp.hubs import hub_stats
+from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
+
+# Up to this many edges around a node, get_relations counts them in Python from the index (see
+# kg_mcp.backends.store_patterns); past it, an aggregate query counts them in the engine.
+_COUNTED_HERE = 1000
 
 
 class OxigraphBackend(SparqlBackend):
@@ -27,6 +33,8 @@ class OxigraphBackend(SparqlBackend):
         self.store = store
         self.location = location
         self.path = path  # the store's directory; None for an in-memory store
+        self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
+        self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
         self._names: NameIndex | None = None
@@ -70,6 +78,47 @@ class OxigraphBackend(SparqlBackend):
         rows = [(p, n) for p, n in stats.items() if not self.profile.is_hidden(p)]
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
+    # The ordinary calls' reads, from the store's indexes: no query to parse and plan.
+    def _edges_with_labels(self, node, direction, predicates, limit):
+        outgoing, hidden = direction is Direction.OUTGOING, self._hidden(node, predicates)
+        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit)
+        found = self._labels_here([node, *dict.fromkeys(value for _, value in pairs)])
+        return [Neighbour(p, value) for p, value in pairs], found
+
+    def _relations_with_label(self, node):
+        most = min(_COUNTED_HERE, self.count_cap - 1)
+        counts = self._read(store_patterns.predicate_counts, self.store, node, self._hidden(node, None), most)
+        if counts is None:  # too many edges to count here
+            return super()._relations_with_label(node)
+        way = {True: Direction.OUTGOING, False: Direction.INCOMING}
+        return [(p, way[outgoing], n) for (p, outgoing), n in counts.items()], self._labels_here([node])
+
+    def _hidden(self, node: ox.NamedNode, predicates) -> Callable[[str], bool] | None:
+        """The test leaving out bookkeeping predicates, as `_queries.visible` writes it (None: keep all)."""
+        if predicates or node.value.startswith(self.profile.unhide_for_subjects_in):
+            return None
+        return self.profile.is_hidden
+
+    def _labels_here(self, nodes) -> dict:
+        """Best labels of those of `nodes` whose label is not known yet (a store read each, so the
+        label cache saves most of them: neighbours recur, and the store is read-only while served)."""
+        cache = self._label_cache
+        todo = [n for n in nodes if n not in cache]
+        found: dict = {}
+        labels = self._read(list, store_patterns.labels(self.store, todo, self._label_nodes, self.settings.languages))
+        for node, predicate, literal in labels:
+            self._consider_label(found, node, predicate, literal)
+        return found
+
+    def _read(self, read: Callable, *args):
+        """`read(*args)`, a read of the store; its errors in our words."""
+        try:
+            return read(*args)
+        except OSError as e:
+            problem = str(e)
+        # Raised outside the except block, so no frame holding a result iterator goes with it.
+        raise EndpointError(f"The store at {self.location} could not be read: {problem}")
+
     def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
         stats = self._hub_stats(node, direction)
         return None if stats is None else sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
@@ -89,15 +138,15 @@ class OxigraphBackend(SparqlBackend):
 
     def _hub_stats(self, node: ox.NamedNode, direction: Direction) -> dict[str, int] | None:
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
-        return hub_stats(self.store, node, direction is Direction.OUTGOING)
+        outgoing = direction is Direction.OUTGOING
+        if self._hubs is None:  # which records exist, read once: most nodes are not hubs
+            self._hubs = self._read(recorded_directions, self.store)
+        if (node, outgoing) not in self._hubs:
+            return None
+        return self._read(hub_stats, self.store, node, outgoing)
 
     def _solutions(self, query: str) -> Solutions:
-        try:
-            return solutions_of(self.store.query(query))
-        except OSError as e:
-            problem = str(e)
-        # Raised outside the except block, so no frame holding a result iterator goes with it.
-        raise EndpointError(f"The store at {self.location} could not be read: {problem}")
+        return self._read(lambda: solutions_of(self.store.query(query)))
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))

@@ -178,6 +178,19 @@ class SparqlBackend(Backend):
     def neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
     ) -> list[Neighbour]:
+        rows, found = self._edges_with_labels(node, direction, predicates, limit)
+        # Labels came with the edges. Nodes without one in a preferred language are left to
+        # labels(), which also looks in other languages.
+        self._remember_labels(found)
+        if direction is Direction.OUTGOING and self.profile.statements and rows:
+            rows = self._with_qualifiers(node, rows)
+        return rows
+
+    def _edges_with_labels(
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+    ) -> tuple[list[Neighbour], dict]:
+        """Up to `limit` edges, and the best label in a preferred language (see `_consider_label`) of
+        `node` and of each neighbour that has one: one query."""
         query = q.neighbours(
             self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages
         )
@@ -187,13 +200,7 @@ class SparqlBackend(Backend):
             if s["p"] is not None:  # rows without ?p carry the labels of `node` itself
                 rows.setdefault((s["p"], s["o"]), Neighbour(s["p"], s["o"]))
             self._consider_label(found, s["o"], s["lp"], s["ol"])
-        # Labels came with the edges. Nodes without one in a preferred language are left to
-        # labels(), which also looks in other languages.
-        self._remember_labels(found)
-        rows = list(rows.values())[:limit]
-        if direction is Direction.OUTGOING and self.profile.statements and rows:
-            rows = self._with_qualifiers(node, rows)
-        return rows
+        return list(rows.values())[:limit], found
 
     def _with_qualifiers(self, node: ox.NamedNode, rows: list[Neighbour]) -> list[Neighbour]:
         """Attach the qualifiers of the statements behind truthy rows (wdt:P69 ← p:P69/ps:P69 + pq:*)."""
@@ -245,15 +252,7 @@ class SparqlBackend(Backend):
         return {p for p, c in carrier.items() if self._identifier_cache.get(c)}
 
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
-        query = q.relations_around(self.profile, node, self.count_cap, self.label_predicates, self.settings.languages)
-        rows: list[tuple[ox.NamedNode, Direction, int]] = []
-        own: dict[Term, tuple[tuple[int, int], str]] = {}
-        for s in self._solutions(query):
-            if s["p"] is None:  # a label of `node` itself
-                self._consider_label(own, node, s["lp"], s["ol"])
-                continue
-            way = Direction.OUTGOING if s["d"].value == "out" else Direction.INCOMING
-            rows.append((s["p"], way, int(s["n"].value)))
+        rows, own = self._relations_with_label(node)
         self._remember_labels(own)
         exact = sum(n for *_, n in rows) < self.count_cap
         if not exact:
@@ -266,6 +265,20 @@ class SparqlBackend(Backend):
                     rows.append((s["p"], way, 1))
         rows.sort(key=lambda r: (r[1] is Direction.INCOMING, -r[2]))
         return [RelationCount(p, way, n, exact) for p, way, n in rows]
+
+    def _relations_with_label(self, node: ox.NamedNode) -> tuple[list[tuple[ox.NamedNode, Direction, int]], dict]:
+        """(predicate, direction, edges among the first `count_cap`) around `node`, and its own best
+        label (see `_consider_label`): one query."""
+        query = q.relations_around(self.profile, node, self.count_cap, self.label_predicates, self.settings.languages)
+        rows: list[tuple[ox.NamedNode, Direction, int]] = []
+        own: dict[Term, tuple[tuple[int, int], str]] = {}
+        for s in self._solutions(query):
+            if s["p"] is None:  # a label of `node` itself
+                self._consider_label(own, node, s["lp"], s["ol"])
+                continue
+            way = Direction.OUTGOING if s["d"].value == "out" else Direction.INCOMING
+            rows.append((s["p"], way, int(s["n"].value)))
+        return rows, own
 
     def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
         return None  # an endpoint records nothing; counting would mean a query

@@ -1,0 +1,82 @@
+"""One entity's neighbourhood read straight from a local store's indexes, without SPARQL.
+
+A SPARQL query costs a parse and a plan (some 100 µs on Oxigraph) before its first row, more
+than the rows of an ordinary entity cost to read. The edges of one node are a prefix scan of one
+index, and each neighbour's labels another: `quads_for_pattern` reads the same index the query
+would, so rows come in the same order. Every read here is bounded: edges stop at the caller's
+limit, and counting gives up past `most` edges (the caller then counts with an aggregate query).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import pyoxigraph as ox
+
+from kg_mcp.backends.base import Term
+
+DEFAULT_GRAPH = ox.DefaultGraph()  # what the SPARQL queries read (statistics live in a named graph)
+
+
+def edges(
+    store: ox.Store,
+    node: ox.NamedNode,
+    outgoing: bool,
+    predicates: Sequence[ox.NamedNode] | None,
+    hidden: Callable[[str], bool] | None,
+    limit: int,
+) -> list[tuple[ox.NamedNode, Term]]:
+    """Up to `limit` (predicate, other end) pairs of `node`, only `predicates` if given (in their
+    order), else those `hidden` does not reject."""
+    found: list[tuple[ox.NamedNode, Term]] = []
+    for predicate in dict.fromkeys(predicates) if predicates else [None]:
+        if len(found) >= limit:
+            break
+        if outgoing:
+            quads = store.quads_for_pattern(node, predicate, None, DEFAULT_GRAPH)
+        else:
+            quads = store.quads_for_pattern(None, predicate, node, DEFAULT_GRAPH)
+        for quad in quads:
+            p = quad.predicate
+            if hidden is not None and hidden(p.value):
+                continue
+            found.append((p, quad.object if outgoing else quad.subject))
+            if len(found) >= limit:
+                break
+    return found
+
+
+def predicate_counts(
+    store: ox.Store, node: ox.NamedNode, hidden: Callable[[str], bool] | None, most: int
+) -> dict[tuple[ox.NamedNode, bool], int] | None:
+    """{(predicate, outgoing): edges} around `node`, outgoing first; None past `most` edges in all."""
+    counts: dict[tuple[ox.NamedNode, bool], int] = {}
+    seen = 0
+    for outgoing in (True, False):
+        quads = store.quads_for_pattern(node, None, None, DEFAULT_GRAPH) if outgoing else store.quads_for_pattern(None, None, node, DEFAULT_GRAPH)
+        for quad in quads:
+            seen += 1
+            if seen > most:
+                return None
+            p = quad.predicate
+            if hidden is not None and hidden(p.value):
+                continue
+            key = (p, outgoing)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def labels(
+    store: ox.Store, nodes: Iterable[Term], predicates: Sequence[ox.NamedNode], languages: Sequence[str]
+) -> Iterator[tuple[Term, ox.NamedNode, ox.Literal]]:
+    """(node, label predicate, literal) for the labels of `nodes` in `languages` or untagged, in the
+    order of the label query (node, then predicate, then index order)."""
+    wanted = {*languages, ""}
+    for node in nodes:
+        if isinstance(node, ox.Literal):
+            continue
+        for predicate in predicates:
+            for quad in store.quads_for_pattern(node, predicate, None, DEFAULT_GRAPH):
+                literal = quad.object
+                if isinstance(literal, ox.Literal) and (literal.language or "") in wanted:
+                    yield node, predicate, literal
