@@ -4,6 +4,7 @@
     python -m bench --quick    small sizes, seconds (CI runs it)
     python -m bench --only hub,load
     python -m bench --only scale     Freebase-shaped KGs of 1M, 10M and 100M triples (an hour or more)
+    python -m bench --only scale-virtuoso --scale-sizes 10M   the same KG in a private Virtuoso (1M quick)
 
 Each ratio is ours / a baseline measured in the same run (the machine is shared and noisy);
 the synthetic data is seeded and kept in the work folder between runs.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from bench import agent_measures, protocol_measures, remote_tls, scale_measures, store_measures
 from bench.common import Row, print_table
+from bench.scale_virtuoso import scale_virtuoso
 
 SIZES = {
     "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, tls_calls=8, scale=[1_000_000], scale_calls=50),
@@ -30,15 +32,18 @@ SIZES = {
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
-    parser.add_argument("--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale")
-    parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 (default by mode)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale,scale-virtuoso"
+    )
+    parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 or 1M,10M (default by mode)")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("KG_MCP_BENCH_DIR", ".bench")), help="data and stores")
+    parser.add_argument("--engine-dir", type=Path, default=Path(".bench-data"), help="engine databases (deleted after each run)")
     args = parser.parse_args()
     mode = "quick" if args.quick else "full"
     size = SIZES[mode]
     only = set(filter(None, args.only.split(",")))
     if args.scale_sizes:
-        size["scale"] = [int(float(n)) for n in args.scale_sizes.split(",")]
+        size["scale"] = [_triples(n) for n in args.scale_sizes.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
     store_measures.label_check()
 
@@ -69,9 +74,18 @@ def main() -> int:
         rows += agent_measures.agent_overhead(args.work, size["questions"])
     if "scale" in only:  # an hour or more in full mode: only when asked for
         rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"])
+    if "scale-virtuoso" in only:  # minutes at 10M: only when asked for; one size, the largest given
+        triples = max(size["scale"]) if args.scale_sizes else 10_000_000 if mode == "full" else 1_000_000
+        rows += scale_virtuoso(args.work, triples, size["scale_calls"], args.engine_dir)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print_table(rows, f"kg-mcp bench, {mode} mode, {time.perf_counter() - started:.0f} s on {machine}")
     return 0
+
+
+def _triples(text: str) -> int:
+    """`20000`, `2e4`, `1M` or `500k`."""
+    scale = {"k": 1_000, "M": 1_000_000}.get(text.strip()[-1:], 1)
+    return int(float(text.strip().rstrip("kM")) * scale)
 
 
 if __name__ == "__main__":

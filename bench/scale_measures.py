@@ -28,7 +28,7 @@ from bench.freebase_shape import (
     profession_id,
     write_freebase,
 )
-from kg_mcp.backends import open_store
+from kg_mcp.backends import Backend, open_store
 from kg_mcp.settings import Settings
 from kg_mcp.tools import explore_kg, find_entities, get_relations, search, verify
 from kg_mcp.tools.verify import TripleClaim
@@ -70,7 +70,7 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         print(f"[scale] {label}: kg-mcp load {runs['ours'][0][0]:.0f} s (name index {runs['ours'][0][2]:.0f} s), "
               f"peak RSS {runs['ours'][0][1]:,.0f} MB, store {disk_mb:,.0f} MB", file=sys.stderr, flush=True)  # fmt: skip
         latency_rows = []
-        for name, p50, p99 in _latencies(store_dir, triples, calls):
+        for name, p50, p99 in latencies(open_store(store_dir), Settings(), triples, calls):
             base = reference.setdefault(name, p50)
             role = (
                 "the reference for larger sizes"
@@ -187,10 +187,12 @@ def _disk_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
 
-def _latencies(store_dir: Path, triples: int, calls: int) -> list[tuple[str, float, float]]:
-    """(measure, p50 s, p99 s) of each tool on random people and on hubs."""
-    backend = open_store(store_dir)
-    settings = Settings()
+def latencies(
+    backend: Backend, settings: Settings, triples: int, calls: int, skip: frozenset[str] = frozenset()
+) -> list[tuple[str, float, float]]:
+    """(measure, p50 s, p99 s) of each tool but those in `skip`, on random people and on hubs.
+
+    `backend` holds the Freebase-shaped file of `triples` lines: a local store or an endpoint."""
     if backend.profile.name != "freebase":
         raise RuntimeError(f"profile detected as {backend.profile.name}, not freebase")
     layout = Layout(triples)
@@ -229,6 +231,8 @@ def _latencies(store_dir: Path, triples: int, calls: int) -> list[tuple[str, flo
     results = []
     for kind, cases in (("random", random_cases), ("hubs", hub_cases)):
         for tool, call in cases.items():
+            if tool in skip:
+                continue
             seconds = _timings(call, calls)
             results.append((f"{tool} ({kind})", percentile(seconds, 0.5), percentile(seconds, 0.99)))
     return results

@@ -132,7 +132,7 @@ VIRTUOSO_MAX_ROWS = 5000
 @pytest.fixture(scope="session")
 def virtuoso(tmp_path_factory):
     """One private Virtuoso for the session; each data set is a graph of its own (`Virtuoso.url`)."""
-    from virtuoso import Virtuoso, installed
+    from bench.virtuoso import Virtuoso, installed
 
     problem = installed()
     if problem:

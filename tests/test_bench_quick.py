@@ -55,3 +55,21 @@ def test_scale_bench_at_tiny_sizes(tmp_path):
         "freebase-20k.store",
         "freebase-40k.store",
     ]
+
+
+def test_scale_virtuoso_bench_at_a_tiny_size(tmp_path):
+    """`--only scale-virtuoso` end to end at 20k triples: the load row, every compared tool, the mediator walk,
+    and the Virtuoso database gone afterwards."""
+    engines = tmp_path / "engines"
+    done = _bench(tmp_path, "--only", "scale-virtuoso", "--scale-sizes", "20k", "--engine-dir", str(engines))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("scale virtuoso 20k: ")]
+    # the load, then four tools (find_entities is not compared) on random entities and on hubs
+    assert len(rows) == 1 + 2 * 4, done.stdout
+    assert "load (triples/s)" in rows[0] and "NumberOfBuffers 340,000" in done.stdout
+    for row in rows:
+        ratio = float(re.split(r"\s{2,}", row)[3])
+        assert 0 < ratio < float("inf"), row
+    assert "two hops through a mediator" in done.stderr and "unnamed mediator node" in done.stderr
+    assert "find_entities (random) through Virtuoso (not compared)" in done.stderr
+    assert list(engines.iterdir()) == []  # the database and the baseline's scratch store are deleted
