@@ -42,9 +42,11 @@ def test_scale_bench_at_tiny_sizes(tmp_path):
     done = _bench(tmp_path, "--only", "scale", "--scale-sizes", "20000,40000")
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("scale ")]
-    # per size: the load, the name index's share of it, and five tools on random entities and on hubs
-    assert len(rows) == 2 * 12, done.stdout
-    assert [r.split(":")[0] for r in rows] == ["scale 20k"] * 12 + ["scale 40k"] * 12
+    # per size: the load, the name index's share of it, five tools on random entities and on hubs,
+    # and find_entities on typed names
+    assert len(rows) == 2 * 13, done.stdout
+    assert [r.split(":")[0] for r in rows] == ["scale 20k"] * 13 + ["scale 40k"] * 13
+    assert sum("find_entities (typed) p50" in r for r in rows) == 2, done.stdout
     assert sum("load with the name index" in r for r in rows) == 2, done.stdout
     for row in rows:
         ratio = float(re.split(r"\s{2,}", row)[3])

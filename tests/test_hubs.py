@@ -71,3 +71,18 @@ def test_without_statistics_counts_are_bounded_and_marked(tmp_path):
     assert not any(p.exact for p in out.data.properties)
     text = get_relations(backend, backend.settings, f"<{HUB.value}>").text
     assert "N+: a hub" in text
+
+
+
+def test_find_entities_degrees_are_capped_and_leave_labels_out(tmp_path):
+    """A hub's degree is the same from load-time statistics as from counting, and capped at degree_cap."""
+    from kg_mcp.tools import find_entities
+
+    source = tmp_path / "hub.nt"
+    write_hub(source, 0, 3000)
+    for threshold, cap in ((1000, 10_000), (10**9, 10_000), (10**9, 500)):  # statistics or not; capped
+        store = tmp_path / f"store-{threshold}-{cap}"
+        load_sources([source], store, progress=False, hub_threshold=threshold)
+        backend = open_store(store, settings=Settings(degree_cap=cap))
+        hits = find_entities(backend, backend.settings, "The Hub").data.entities
+        assert hits[0].id == f"<{HUB.value}>" and hits[0].degree == min(3000, cap)  # labels are not edges
