@@ -38,11 +38,13 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
                    alias INTEGER NOT NULL);
 """
+# Rows go to FTS5 in rowid order: left to itself, SQLite reads them through names_folded (in
+# folded order), and FTS5 builds five times slower from rowids out of order.
 _INDEXES = """
 CREATE INDEX names_folded ON names(folded);
 CREATE VIRTUAL TABLE words USING fts5(folded, content='names', content_rowid='id',
                                       tokenize='ascii', detail='none');
-INSERT INTO words(rowid, folded) SELECT id, folded FROM names;
+INSERT INTO words(rowid, folded) SELECT id, folded FROM names ORDER BY id;
 CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
 CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;
 """
