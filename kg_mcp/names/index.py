@@ -140,8 +140,6 @@ class NameIndex:
         edits = max(edits, 1)
         return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, words)
 
-
-
     def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]) -> list[NameMatch]:
         # The shortest names first (the fewest words besides the typed ones), among a bounded number
         # of matches: ranking every name that has a common word would cost too much on large stores.
