@@ -102,7 +102,7 @@ def record_hubs(
     for node in hubs_recorded(store):
         outgoing.add(node)
         incoming.add(node)
-    records = []
+    written = 0
     for nodes, predicate, pattern in ((outgoing, OUT_DEGREE, "{node} ?p ?o"), (incoming, IN_DEGREE, "?s ?p {node}")):
         for node in nodes:
             query = f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {pattern.format(node=node)} }} GROUP BY ?p"
@@ -110,8 +110,6 @@ def record_hubs(
             for old in list(store.quads_for_pattern(node, predicate, None, STATS_GRAPH)):
                 store.remove(old)
             if sum(counts.values()) >= threshold:
-                records.append(ox.Quad(node, predicate, ox.Literal(json.dumps(counts)), STATS_GRAPH))
-    # Written the way bulk_load writes, not one transaction each: right after a big bulk_load,
-    # RocksDB holds ordinary writes back until its compaction catches up (minutes at 100M triples).
-    store.bulk_extend(records)
-    return len(records)
+                store.add(ox.Quad(node, predicate, ox.Literal(json.dumps(counts)), STATS_GRAPH))
+                written += 1
+    return written

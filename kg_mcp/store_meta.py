@@ -26,18 +26,9 @@ def read_meta(store: ox.Store) -> dict[str, Any]:
     return {}
 
 
-def write_meta(store: ox.Store, meta: dict[str, Any], staged: bool = False) -> None:
-    """Replace the store's metadata document (a transactional update of one quad).
-
-    `staged`: the store is a load's staging copy, thrown away if the load fails, so the new
-    document is written the way bulk_load writes (right after a big bulk_load, RocksDB holds a
-    transaction's write back until its compaction catches up: minutes at 100M triples).
-    """
+def write_meta(store: ox.Store, meta: dict[str, Any]) -> None:
+    """Replace the store's metadata document (a transactional update of one quad)."""
     old = list(store.quads_for_pattern(_SUBJECT, _PREDICATE, None, _GRAPH))
     for quad in old:
         store.remove(quad)
-    document = ox.Quad(_SUBJECT, _PREDICATE, ox.Literal(json.dumps(meta, sort_keys=True)), _GRAPH)
-    if staged:
-        store.bulk_extend([document])
-    else:
-        store.add(document)
+    store.add(ox.Quad(_SUBJECT, _PREDICATE, ox.Literal(json.dumps(meta, sort_keys=True)), _GRAPH))

@@ -277,4 +277,4 @@ def _update_meta(store, plan, prefixes, base_iri, text_loaded, triples, seconds,
     if bad_lines:
         entry["bad_lines"] = bad_lines
     meta.setdefault("loads", []).append(entry)
-    write_meta(store, meta, staged=True)
+    write_meta(store, meta)
