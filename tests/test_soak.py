@@ -1,4 +1,4 @@
-"""A short soak (25 s) with the same checks as `python -m bench.soak` (10 minutes by default).
+"""A short soak (15 s) with the same checks as `python -m bench.soak` (10 minutes by default).
 
 16 concurrent SDK clients over streamable HTTP against one `kg-mcp serve --transport http` on the
 demo KG: zero errors, server memory within 10% after warm-up, file descriptors flat (and back to
@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.soak import format_report, run  # noqa: E402
 
 
-@pytest.mark.timeout(180)  # 25 s of load, plus start and stop: a bound on hanging
+@pytest.mark.timeout(180)  # 15 s of load, plus start and stop: a bound on hanging
 def test_short_soak():
-    report = run(minutes=25 / 60, clients=16, warmup_s=5)
+    report = run(minutes=15 / 60, clients=16, warmup_s=5)
     print("\n" + format_report(report))
     failed = [name for name, ok in report["checks"].items() if not ok]
     assert not failed, format_report(report)
