@@ -26,11 +26,29 @@ None (abstain) for yes/no questions, answer labels otherwise.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kg_mcp.agents.ark_replies import (
+    ANCHOR_SCHEMA,
+    ANSWERS_SCHEMA,
+    BACK,
+    RELATION_SCHEMA,
+    STEP_SCHEMA,
+    VERDICT_SCHEMA,
+    Check,
+    OutOfAttempts,
+    Step,
+    Triple,
+    accept,
+    as_bool,
+    looks_yes_no,
+    read_verdict,
+    reject,
+    show_entity,
+    tool_error_text,
+)
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Message, Model, Sampling
 from kg_mcp.agents.models.json_text import parse_json_object
@@ -42,176 +60,6 @@ from kg_mcp.prompt_files import read_prompt
 EXEMPLARS = {"wikidata": "wikidata", "freebase": "freebase"}  # any other profile: generic
 ID_EXAMPLES = {"wikidata": "wd:Q42", "freebase": "m.0jcx"}
 MAX_CANDIDATES = 60
-VERDICTS = ("True", "False", "None")
-
-
-def _schema(title: str, properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "title": title,
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-
-
-_TEXT = {"type": "string"}
-ANCHOR_SCHEMA = _schema("ark_anchor", {"reason": _TEXT, "anchor": _TEXT})
-RELATION_SCHEMA = _schema("ark_relation", {"reason": _TEXT, "relation": _TEXT})
-STEP_SCHEMA = _schema(
-    "ark_step",
-    {"triples": {"type": "array", "items": _TEXT}, "implication": _TEXT, "continue": {"type": "boolean"}},
-)
-VERDICT_SCHEMA = _schema(
-    "ark_verdict", {"reason": _TEXT, "answer": {"type": "string", "enum": list(VERDICTS)}}
-)
-ANSWERS_SCHEMA = _schema("ark_answers", {"reason": _TEXT, "answers": {"type": "array", "items": _TEXT}})
-
-_AUXILIARIES = frozenset(
-    ("is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "has", "have", "had")
-    + ("will", "would", "shall", "should", "may", "might", "must")
-    + ("isn't", "aren't", "wasn't", "weren't", "don't", "doesn't", "didn't", "can't", "couldn't")
-    + ("hasn't", "haven't", "won't", "wouldn't")
-)
-_WORD = re.compile(r"[a-z']+")
-
-
-def looks_yes_no(question: str) -> bool:
-    """Whether a question reads as yes/no: it (or its last comma clause) opens with an auxiliary.
-
-    >>> looks_yes_no("Was Catch Me If You Can directed by Steven Spielberg?")
-    True
-    >>> looks_yes_no("If both grow equally, is Horsens going to reach 60000 first?")
-    True
-    >>> looks_yes_no("what are the languages spoken in the films directed by [Joel Zwick]")
-    False
-    """
-    for clause in (question, question.rsplit(",", 1)[-1]):
-        words = _WORD.findall(clause.lower().replace("\u2019", "'"))
-        if words and words[0] in _AUXILIARIES:
-            return True
-    return False
-
-
-_MIDNIGHT = re.compile(r"^(-?\d+-\d\d-\d\d)T00:00:00Z$")
-
-
-def show_entity(entity: dict[str, Any]) -> str:
-    """`Label [id]` for a node, `"text"` for a literal (midnight datetimes as dates)."""
-    if entity.get("kind") == "literal":
-        match = _MIDNIGHT.match(entity["id"])
-        return json.dumps(match.group(1) if match else entity["id"], ensure_ascii=False)
-    label = entity.get("label")
-    return f"{label} [{entity['id']}]" if label else f"[{entity['id']}]"
-
-
-@dataclass
-class Triple:
-    key: str
-    head: dict[str, Any]
-    relation: str  # as stored, never `~`
-    label: str | None
-    tail: dict[str, Any]
-
-    def text(self) -> str:
-        relation = (
-            f"{self.label} [{self.relation}]" if self.label and self.label != self.relation else self.relation
-        )
-        return f"{show_entity(self.head)} | {relation} | {show_entity(self.tail)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "head": self.head["id"],
-            "relation": self.relation,
-            "tail": self.tail["id"],
-            "text": self.text(),
-        }
-
-
-@dataclass
-class Step:
-    number: int
-    anchor: dict[str, Any]
-    relation: str
-    shown: list[Triple]
-    cited: list[Triple]
-    implication: str
-    go_on: bool
-
-    def summary(self) -> str:
-        lines = [f"Step {self.number}: anchor {show_entity(self.anchor)}, relation {self.relation}"]
-        lines.append(f"  Implication: {self.implication}")
-        lines += [f"  - {t.text()}" for t in self.cited]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.number,
-            "anchor": self.anchor["id"],
-            "anchor_label": self.anchor.get("label"),
-            "relation": self.relation,
-            "shown": len(self.shown),
-            "triples": [t.to_dict() for t in self.cited],
-            "implication": self.implication,
-            "continue": self.go_on,
-        }
-
-
-class OutOfAttempts(Exception):
-    """A selection used its `c_max` attempts without a valid reply."""
-
-    def __init__(self, stage: str):
-        super().__init__(stage)
-        self.stage = stage
-
-
-_BACK = object()  # a valid choice that sends the step back to anchor selection
-
-
-@dataclass
-class _Check:
-    value: Any = None
-    rule: str | None = None  # the rule that failed, None when the reply is accepted
-    reason: str = ""
-
-
-def _ok(value: Any) -> _Check:
-    return _Check(value)
-
-
-def _fail(rule: str, reason: str) -> _Check:
-    return _Check(None, rule, reason)
-
-
-def _as_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("false", "no"):
-        return False
-    return None
-
-
-def _verdict(value: Any) -> str | None:
-    if value is None:
-        return "None"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str):
-        word = value.strip().strip(".").lower()
-        return {"true": "True", "yes": "True", "false": "False", "no": "False"}.get(
-            word, "None" if word in ("none", "null", "unknown", "") else None
-        )
-    return None
-
-
-def _tool_error(text: str) -> str:
-    """A KG error as the model should read it: no tool-call framing, no hints about other tools."""
-    text = re.sub(r"^Error executing tool \w+:\s*", "", text.strip())
-    message, _, hint = text.partition(" Hint: ")
-    return message if "find_entities" in hint or not hint else f"{message} {hint}"
 
 
 @dataclass
@@ -292,7 +140,7 @@ class _Ark:
             self.messages.append(Message("assistant", reply.text))
             data = parse_json_object(reply.text)
             if data is None:
-                verdict = _fail("unparseable reply", "The reply holds no JSON object.")
+                verdict = reject("unparseable reply", "The reply holds no JSON object.")
             else:
                 verdict = await check(data)
             if verdict.rule is None:
@@ -318,10 +166,10 @@ class _Ark:
 
     # --- the stages -----------------------------------------------------------------------------
 
-    async def check_anchor(self, data: dict[str, Any]) -> _Check:
+    async def check_anchor(self, data: dict[str, Any]) -> Check:
         raw = data.get("anchor")
         if not isinstance(raw, str) or not raw.strip():
-            return _fail("invalid anchor", 'The reply names no anchor: give an entity id in "anchor".')
+            return reject("invalid anchor", 'The reply names no anchor: give an entity id in "anchor".')
         wanted = raw.strip()
         by_label = [i for i, label in self.labels.items() if label.lower() == wanted.lower()]
         if wanted in self.topics:
@@ -332,18 +180,18 @@ class _Ark:
             entity = wanted
         result = await self.run.tool("get_relations", {"entity": entity})
         if result.is_error or not result.data:
-            return _fail(
-                "invalid anchor", f"{wanted!r} is not an entity of the KG: {_tool_error(result.text)}"
+            return reject(
+                "invalid anchor", f"{wanted!r} is not an entity of the KG: {tool_error_text(result.text)}"
             )
         relations = result.data.get("relations") or []
         if not relations:
-            return _fail(
+            return reject(
                 "invalid anchor", f"{wanted!r} has no relations in the KG, so it cannot be an anchor."
             )
         anchor = result.data["entity"]
         if anchor.get("label"):
             self.labels.setdefault(anchor["id"], anchor["label"])
-        return _ok((anchor, relations))
+        return accept((anchor, relations))
 
     def relation_prompt(self, anchor: dict[str, Any], relations: list[dict[str, Any]]) -> str:
         done = {s.relation: s.number for s in self.steps if s.anchor["id"] == anchor["id"]}
@@ -364,24 +212,24 @@ class _Ark:
     def check_relation(self, anchor: dict[str, Any], relations: list[dict[str, Any]]):
         names = [r["relation"] for r in relations]
 
-        async def check(data: dict[str, Any]) -> _Check:
+        async def check(data: dict[str, Any]) -> Check:
             if "relation" not in data:
-                return _fail("invalid reply", 'The reply has no "relation" field.')
+                return reject("invalid reply", 'The reply has no "relation" field.')
             raw = data["relation"]
             if raw is None or (isinstance(raw, str) and not raw.strip()):
-                return _ok(_BACK)
+                return accept(BACK)
             if not isinstance(raw, str):
-                return _fail("invalid reply", '"relation" must be a string.')
+                return reject("invalid reply", '"relation" must be a string.')
             wanted = raw.strip()
             if wanted in names:
-                return _ok(wanted)
+                return accept(wanted)
             folded = [n for n in names if n.lower() == wanted.lower()]
             if len(folded) == 1:
-                return _ok(folded[0])
+                return accept(folded[0])
             by_label = [r["relation"] for r in relations if (r.get("label") or "").lower() == wanted.lower()]
             if len(by_label) == 1:
-                return _ok(by_label[0])
-            return _fail(
+                return accept(by_label[0])
+            return reject(
                 "relation not listed",
                 f"{wanted!r} is not among the relations of {show_entity(anchor)}; pick one exactly as listed "
                 f'({", ".join(names[:30])}{", ..." if len(names) > 30 else ""}), or "" for another anchor.',
@@ -431,32 +279,32 @@ class _Ark:
     def check_step(self, number: int, anchor: dict[str, Any], relation: str, triples: list[Triple]):
         by_key = {t.key: t for t in triples}
 
-        async def check(data: dict[str, Any]) -> _Check:
+        async def check(data: dict[str, Any]) -> Check:
             keys = data.get("triples")
             if isinstance(keys, str):
                 keys = [k for k in re.split(r"[,\s]+", keys) if k]
             if not isinstance(keys, list):
-                return _fail("invalid reply", '"triples" must be a list of keys such as ["T1", "T2"].')
+                return reject("invalid reply", '"triples" must be a list of keys such as ["T1", "T2"].')
             wanted = [str(k).strip().upper() if not isinstance(k, int) else f"T{k}" for k in keys]
             unknown = [k for k in wanted if k not in by_key]
             if unknown:
                 verb = "is" if len(unknown) == 1 else "are"
                 shown = f"T1 to T{len(triples)}"
-                return _fail(
+                return reject(
                     "bad triple keys", f"{', '.join(unknown)} {verb} not among the keys shown ({shown})."
                 )
             if not wanted:
-                return _ok(_BACK)
+                return accept(BACK)
             implication = data.get("implication")
             if not isinstance(implication, str) or not implication.strip():
-                return _fail(
+                return reject(
                     "invalid reply", 'The reply has no "implication": say what the cited triples imply.'
                 )
-            go_on = _as_bool(data.get("continue"))
+            go_on = as_bool(data.get("continue"))
             if go_on is None:
-                return _fail("invalid reply", '"continue" must be true (another step) or false (answer now).')
+                return reject("invalid reply", '"continue" must be true (another step) or false (answer now).')
             cited = [by_key[k] for k in dict.fromkeys(wanted)]
-            return _ok(Step(number, anchor, relation, triples, cited, implication.strip(), go_on))
+            return accept(Step(number, anchor, relation, triples, cited, implication.strip(), go_on))
 
         return check
 
@@ -469,7 +317,7 @@ class _Ark:
             self.attempts["relation"] = 0
             self.messages.append(Message("user", self.relation_prompt(anchor, relations)))
             relation = await self.select("relation", RELATION_SCHEMA, self.check_relation(anchor, relations))
-            if relation is _BACK:
+            if relation is BACK:
                 self.back(
                     number, "no relation chosen: back to anchor selection", anchor, "You chose no relation"
                 )
@@ -484,7 +332,7 @@ class _Ark:
             step = await self.select(
                 "triples", STEP_SCHEMA, self.check_step(number, anchor, relation, triples)
             )
-            if step is _BACK:
+            if step is BACK:
                 self.back(
                     number,
                     "no triples cited: back to anchor selection",
@@ -510,23 +358,23 @@ class _Ark:
 
     # --- the final answer -----------------------------------------------------------------------
 
-    async def check_final(self, data: dict[str, Any]) -> _Check:
+    async def check_final(self, data: dict[str, Any]) -> Check:
         if self.yes_no:
             if "answer" not in data:
-                return _fail("invalid reply", 'The reply has no "answer": give "True", "False" or "None".')
-            verdict = _verdict(data["answer"])
+                return reject("invalid reply", 'The reply has no "answer": give "True", "False" or "None".')
+            verdict = read_verdict(data["answer"])
             if verdict is None:
-                return _fail(
+                return reject(
                     "invalid reply", f'"answer" must be "True", "False" or "None", not {data["answer"]!r}.'
                 )
-            return _ok((verdict, data.get("reason") or ""))
+            return accept((verdict, data.get("reason") or ""))
         answers = data.get("answers")
         if isinstance(answers, str):
             answers = [answers]
         if not isinstance(answers, list) or not all(isinstance(a, (str, int, float)) for a in answers):
-            return _fail("invalid reply", '"answers" must be a list of answer labels.')
+            return reject("invalid reply", '"answers" must be a list of answer labels.')
         labels = [self.labels.get(str(a).strip(), str(a).strip()) for a in answers]
-        return _ok((list(dict.fromkeys(a for a in labels if a)), data.get("reason") or ""))
+        return accept((list(dict.fromkeys(a for a in labels if a)), data.get("reason") or ""))
 
     async def final(self, preamble: str) -> tuple[Any, str]:
         self.messages = self.base()
