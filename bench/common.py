@@ -53,6 +53,24 @@ def paired_medians(baseline: Callable[[int], object], ours: Callable[[int], obje
     return statistics.median(xs), statistics.median(ys)
 
 
+def bulk_load_code(source: Path, target: Path) -> str:
+    """Python for `timed_child`: pyoxigraph's bare `Store.bulk_load` of an N-Triples file, the loads' baseline."""
+    return (
+        f"import pyoxigraph as ox; ox.Store({str(target)!r}).bulk_load(path={str(source)!r}, "
+        "format=ox.RdfFormat.N_TRIPLES)"
+    )
+
+
+def load_code(source: Path, target: Path, *, name_index: bool = True, index_note: Path | None = None) -> str:
+    """Python for `timed_child`: `kg-mcp load`'s code path, writing to `index_note` (if given) how
+    long the load spent on the name index."""
+    code = (
+        f"from kg_mcp.loading import load_sources; r = load_sources([{str(source)!r}], {str(target)!r}, "
+        f"progress=False, name_index={name_index})"
+    )
+    return code + (f"; open({str(index_note)!r}, 'w').write(str(r.index_seconds))" if index_note else "")
+
+
 def timed_child(code: str) -> tuple[float, float]:
     """Run `python -c code` in a fresh process: (wall seconds, its peak RSS in MB)."""
     started = time.perf_counter()

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import Row, percentile, timed_child
+from bench.common import Row, bulk_load_code, load_code, percentile, timed_child
 from bench.freebase_shape import (
     COUNTRIES,
     NS,
@@ -60,8 +60,8 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         store_dir, bulk_dir = work / f"freebase-{label}.store", work / f"freebase-{label}.bulk-store"
         # The child writes how long the name index took, so the store part and the index are told apart.
         index_note = work / f".freebase-{label}.index-seconds"
-        ours_code = _load_code(source, store_dir, index_note)
-        bulk_code = f"import pyoxigraph as ox; ox.Store({str(bulk_dir)!r}).bulk_load(path={str(source)!r}, format=ox.RdfFormat.N_TRIPLES)"
+        ours_code = load_code(source, store_dir, index_note=index_note)
+        bulk_code = bulk_load_code(source, bulk_dir)
         runs = {"ours": [_load_once(ours_code, store_dir, index_note)], "bulk": []}
         disk_mb = _disk_mb(store_dir)
         print(f"[scale] {label}: kg-mcp load {runs['ours'][0][0]:.0f} s (name index {runs['ours'][0][2]:.0f} s), "
@@ -90,7 +90,7 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         repeats = 3 if 500_000 <= triples <= 3_000_000 else 1
         # Up to 10M, also kg-mcp load without the name index: much of the index is built while
         # pyoxigraph loads, so its share is the whole load's time against this one's.
-        plain_code = _load_code(source, bulk_dir, index_note, name_index=False)
+        plain_code = load_code(source, bulk_dir, name_index=False, index_note=index_note)
         runs["plain"] = []
         for i in range(repeats):
             runs["bulk"].append(_load_once(bulk_code, bulk_dir))
@@ -118,15 +118,6 @@ def _progress(row: Row) -> None:
         f"[scale] {row.measure}: {row.ours:.4g} {row.unit} vs {row.baseline:.4g} ({row.goal}) {row.note}",
         file=sys.stderr,
         flush=True,
-    )
-
-
-def _load_code(source: Path, target: Path, index_note: Path, name_index: bool = True) -> str:
-    """Python for a child process: `kg-mcp load`'s code path into `target`, writing how long the
-    load spent on the name index to `index_note`."""
-    return (
-        f"from kg_mcp.loading import load_sources; r = load_sources([{str(source)!r}], {str(target)!r}, "
-        f"progress=False, name_index={name_index}); open({str(index_note)!r}, 'w').write(str(r.index_seconds))"
     )
 
 

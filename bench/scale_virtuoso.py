@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import Row, free_port, percentile, timed_child
+from bench.common import Row, bulk_load_code, free_port, load_code, percentile, timed_child
 from bench.freebase_shape import Layout, entity_name, mid, write_freebase
 from bench.scale_measures import latencies, size_label
 from bench.virtuoso import Virtuoso, installed
@@ -48,9 +48,7 @@ def scale_virtuoso(work: Path, triples: int, calls: int, engine_dir: Path) -> li
     source = write_freebase(work / f"freebase-{label}.nt", triples)
     store_dir = work / f"freebase-{label}.store"
     if not store_dir.exists():
-        timed_child(
-            f"from kg_mcp.loading import load_sources; load_sources([{str(source)!r}], {str(store_dir)!r}, progress=False)"
-        )
+        timed_child(load_code(source, store_dir))
     settings = Settings(name_index=False)
     local = {
         name: (p50, p99)
@@ -167,10 +165,7 @@ def _bulk_load_seconds(source: Path, engine_dir: Path) -> float:
     """pyoxigraph's bare bulk load of the same file into a scratch store, in a fresh process."""
     target = Path(tempfile.mkdtemp(prefix="bulk-", dir=engine_dir))
     try:
-        seconds, _ = timed_child(
-            f"import pyoxigraph as ox; ox.Store({str(target)!r}).bulk_load(path={str(source)!r}, "
-            "format=ox.RdfFormat.N_TRIPLES)"
-        )
+        seconds, _ = timed_child(bulk_load_code(source, target))
         return seconds
     finally:
         shutil.rmtree(target, ignore_errors=True)

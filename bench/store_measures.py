@@ -8,7 +8,18 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench.common import DATA, Row, free_port, paired_medians, start, stop, timed_child, wait_http
+from bench.common import (
+    DATA,
+    Row,
+    bulk_load_code,
+    free_port,
+    load_code,
+    paired_medians,
+    start,
+    stop,
+    timed_child,
+    wait_http,
+)
 from bench.data import HUB, LABEL, write_graph
 from kg_mcp.backends import open_endpoint, open_store
 from kg_mcp.loading import load_sources, mint_local_name
@@ -167,16 +178,15 @@ def load_speed(work: Path, triples: int, hub_edges: int) -> list[Row]:
     in a fresh process (peak memory is that process's): the load without the name index against
     bulk_load, and the name index's share (the load with it against the load without)."""
     source = write_graph(work / f"load-{triples}.nt", triples, hub_edges)
-    load = f"from kg_mcp.loading import load_sources; load_sources([{str(source)!r}], {{store!r}}, progress=False{{extra}})"
     results = {}
     for name, code in (
-        ("baseline", f"import pyoxigraph as ox; ox.Store({{store!r}}).bulk_load(path={str(source)!r}, format=ox.RdfFormat.N_TRIPLES)"),
-        ("plain", load.replace("{extra}", ", name_index=False")),
-        ("ours", load.replace("{extra}", "")),
+        ("baseline", bulk_load_code),
+        ("plain", lambda source, store: load_code(source, store, name_index=False)),
+        ("ours", load_code),
     ):
         store = work / f"load-{name}.store"
         shutil.rmtree(store, ignore_errors=True)
-        results[name] = timed_child(code.format(store=str(store)))
+        results[name] = timed_child(code(source, store))
         shutil.rmtree(store, ignore_errors=True)
     (ours_s, ours_mb), (plain_s, plain_mb), (base_s, base_mb) = results["ours"], results["plain"], results["baseline"]
     return [

@@ -81,7 +81,6 @@ def build_index(
     partial.unlink(missing_ok=True)
     connection = sqlite3.connect(partial)
     try:
-        connection.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
         count = fill_index(connection, store, label_predicates, alias_predicates, languages, stamp, progress)
     except BaseException:
         connection.close()
@@ -103,7 +102,7 @@ def fill_index(
     progress: bool = True,
 ) -> int:
     """Create the index's tables in an empty database and fill them from `store`; returns the names."""
-    connection.executescript(_SCHEMA)
+    start_index(connection)
     count = insert_names(connection, _names(store, label_predicates, alias_predicates, set(languages) | {""}, progress))
     finish_index(connection, label_predicates, alias_predicates, languages, stamp, count)
     return count
