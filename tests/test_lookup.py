@@ -160,6 +160,28 @@ def test_kg_mcp_index_rebuilds_for_other_languages(tmp_path, wikidata_store_dir)
     assert "does not exist" in failed(kg_mcp("index", "--store", str(tmp_path / "missing")))
 
 
+def test_a_word_thousands_of_names_share_finds_the_shortest_ranked_by_degree(tmp_path):
+    # 6,000 long names with "Smith" come first in the file, three short ones last: a lookup that
+    # read the matches in file order (and stopped after some thousands) would never see them.
+    fb, name = "http://rdf.freebase.com/ns/", "<http://rdf.freebase.com/ns/type.object.name>"
+    lines = [f'<{fb}m.long{i}> {name} "Smith Family Reunion Number {i}"@en .' for i in range(6000)]
+    edges = {"m.al": 1, "m.bo": 5, "m.cy": 3}
+    for node, short in zip(edges, ("Al Smith", "Bo Smith", "Cy Smith"), strict=True):
+        lines.append(f'<{fb}{node}> {name} "{short}"@en .')
+        lines += [f"<{fb}{node}> <{fb}people.person.sibling> <{fb}m.long{k}> ." for k in range(edges[node])]
+    (tmp_path / "smiths.nt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    load_sources([tmp_path / "smiths.nt"], tmp_path / "store", progress=False)
+    backend = open_store(tmp_path / "store")
+    try:
+        found = find_entities(backend, Settings(), "Smith", 3).data.entities
+        # Most edges first; each degree read side by side (a store on disk) is the one read alone.
+        assert [e.id for e in found] == ["m.bo", "m.cy", "m.al"]
+        assert [e.degree for e in found] == [backend._degree(backend.vocab.parse(e.id)) for e in found]
+        assert found[0].degree > found[1].degree > found[2].degree
+    finally:
+        backend.close()
+
+
 def test_index_file_is_plain_sqlite_with_fts5(metaqa_store_dir):
     connection = sqlite3.connect(index_path(metaqa_store_dir))
     count = connection.execute("SELECT count(*) FROM words WHERE words MATCH 'spielberg'").fetchone()[0]

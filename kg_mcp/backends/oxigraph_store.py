@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pyoxigraph as ox
 
@@ -20,6 +21,9 @@ from kg_mcp.names.store_index import memory_index
 # Up to this many edges around a node, get_relations counts them in Python from the index (see
 # kg_mcp.backends.store_patterns); past it, an aggregate query counts them in the engine.
 _COUNTED_HERE = 1000
+# Degrees of a lookup's candidates read side by side on a store on disk: on a store bigger than
+# memory each read mostly waits for the disk, and pyoxigraph lets go of the GIL while it reads.
+_DEGREE_READERS = 4
 
 
 class OxigraphBackend(SparqlBackend):
@@ -37,6 +41,7 @@ class OxigraphBackend(SparqlBackend):
         self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
+        self._degree_readers = ThreadPoolExecutor(_DEGREE_READERS, "kg-mcp-degrees") if path else None
         self._names: NameIndex | None = None
         self._names_tried = False
         self._semantic = None  # kg_mcp.names.semantic.SemanticNames, made on first use
@@ -145,6 +150,11 @@ class OxigraphBackend(SparqlBackend):
             return None
         return self._read(hub_stats, self.store, node, outgoing)
 
+    def _degrees(self, nodes):
+        if self._degree_readers is None or len(nodes) < 2:
+            return super()._degrees(nodes)
+        return dict(zip(nodes, self._degree_readers.map(self._degree, nodes), strict=True))
+
     def _solutions(self, query: str) -> Solutions:
         return self._read(lambda: solutions_of(self.store.query(query)))
 
@@ -176,4 +186,6 @@ class OxigraphBackend(SparqlBackend):
             self._names.close()
         if self._pool is not None:
             self._pool.close()
+        if self._degree_readers is not None:
+            self._degree_readers.shutdown()
         self.store = None  # RocksDB closes when the last reference goes

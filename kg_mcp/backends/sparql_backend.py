@@ -373,7 +373,7 @@ class SparqlBackend(Backend):
             if len(candidates) >= limit:
                 break
             candidates += [n for n, (m, _) in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
-        degrees = {n: self._degree(n) for n in candidates}
+        degrees = self._degrees(candidates)
         # Ties keep the matcher's order (for label queries: the order the store gave).
         ranked = sorted(candidates, key=lambda n: (order[found[n][0]], found[n][1], -degrees[n]))[:limit]
         labels = self.labels(ranked)  # only for the hits shown: each costs a query or two
@@ -408,6 +408,9 @@ class SparqlBackend(Backend):
 
     def _degree(self, node: ox.NamedNode) -> int:
         return self._count(q.degree(self.profile, node, self.settings.degree_cap))
+
+    def _degrees(self, nodes: list[ox.NamedNode]) -> dict[ox.NamedNode, int]:
+        return {n: self._degree(n) for n in nodes}
 
     # --- whole store ---------------------------------------------------------------------------
     def run_query(self, query: str, row_cap: int) -> Rows:

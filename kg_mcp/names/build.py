@@ -25,7 +25,7 @@ from kg_mcp.names.fold import fold_joined_many, fold_many
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "kg-mcp-names.sqlite"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 _BATCH = 50_000
 
 # `names` holds one row per (folded name, entity, label-or-alias); `words` indexes its words
@@ -38,13 +38,15 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
                    alias INTEGER NOT NULL);
 """
-# Rows go to FTS5 in rowid order: left to itself, SQLite reads them through names_folded (in
-# folded order), and FTS5 builds five times slower from rowids out of order.
+# A name's rowid in `words` is its length in the high bits and its id in the low ones:
+# FTS5 returns matches in rowid order, so a query for a word that thousands of names
+# share reads the shortest of them first and can stop after a few. `words` keeps no copy of the
+# names (contentless). Rows go to FTS5 in rowid order, as it builds five times slower from rowids
+# out of order.
 _INDEXES = """
 CREATE INDEX names_folded ON names(folded);
-CREATE VIRTUAL TABLE words USING fts5(folded, content='names', content_rowid='id',
-                                      tokenize='ascii', detail='none');
-INSERT INTO words(rowid, folded) SELECT id, folded FROM names ORDER BY id;
+CREATE VIRTUAL TABLE words USING fts5(folded, content='', tokenize='ascii', detail='none');
+INSERT INTO words(rowid, folded) SELECT (length(folded) << 32) | id, folded FROM names ORDER BY 1;
 CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
 CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;
 """

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic": 5}
 _FTS_TOKEN = re.compile(r"[A-Za-z0-9\x80-\U0010ffff]+")
 _CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
-_MATCHES_SCANNED = 5_000  # names looked at per words or typo query
+_ID_BITS = (1 << 32) - 1  # the name's id, in a rowid of `words` (build.py)
 _WIDER = 3  # words-tier names read per name kept
 
 
@@ -141,12 +141,12 @@ class NameIndex:
         return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, words)
 
     def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]) -> list[NameMatch]:
-        # The shortest names first (the fewest words besides the typed ones), among a bounded number
-        # of matches: ranking every name that has a common word would cost too much on large stores.
+        # The shortest names first (the fewest words besides the typed ones): the order of the
+        # words' rowids, so only the names kept are read, however many share a common word.
         rows = self._rows(
-            "SELECT n.entity, n.label, n.folded FROM (SELECT rowid FROM words WHERE words MATCH ? LIMIT ?) AS m "
-            "JOIN names n ON n.id = m.rowid ORDER BY length(n.folded) LIMIT ?",
-            (query, _MATCHES_SCANNED, pool * 4),
+            "SELECT n.entity, n.label, n.folded FROM (SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) "
+            f"AS m JOIN names n ON n.id = m.rowid & {_ID_BITS} ORDER BY m.rowid",
+            (query, pool * 4),
         )
         out: dict[str, NameMatch] = {}
         for entity, label, folded in rows:
