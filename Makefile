@@ -1,10 +1,14 @@
 # Two commands set everything up on a fresh machine (Python >= 3.11):
 #   make serve   install, then serve the demo KG over streamable HTTP on http://127.0.0.1:8000/mcp
-#   make test    install with the test extras, then run the whole test suite
+#   make test    install with the test extras, then run the whole test suite on two workers (pytest-xdist)
+#                (5-6 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
 #   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two workers for CI's 2 cores. Each worker starts its own Virtuoso and `oxigraph serve` and loads
+# its own stores, so the count is fixed rather than one per core of a bigger machine.
+TEST_WORKERS ?= 2
 NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
 
 .PHONY: serve test test-packaging install install-test
@@ -36,7 +40,8 @@ serve: install
 	$(BIN)/kg-mcp serve --transport http $(ARGS)
 
 test: install-test
-	$(BIN)/python -m pytest -q --ignore=tests/packaging $(ARGS)
+	@# worksteal: a worker that runs out takes queued tests from the other (a few files take minutes)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/packaging $(ARGS)
 
 test-packaging: install-test
 	$(BIN)/python -m pytest -q tests/packaging $(ARGS)

@@ -38,7 +38,10 @@ def ts_client(kind: str, target: str, token: str | None = None) -> dict:
     if not (NPM_TOOLS / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
         pytest.fail("the MCP TypeScript SDK is missing: run `make install-test`")
     script = NPM_TOOLS / "ts_sdk_client.mjs"
-    shutil.copy(ROOT / "tests" / "js" / "ts_sdk_client.mjs", script)
+    # Copied whole, then renamed: a test on another xdist worker may be running node on the same file.
+    staged = NPM_TOOLS / f".ts_sdk_client.mjs.{os.getpid()}"
+    shutil.copy(ROOT / "tests" / "js" / "ts_sdk_client.mjs", staged)
+    os.replace(staged, script)
     env = {k: v for k, v in os.environ.items() if k != "KG_MCP_TOKEN"} | ({"KG_MCP_TOKEN": token} if token else {})
     done = subprocess.run(["node", str(script), kind, target, json.dumps(EXAMPLES)],
                           capture_output=True, text=True, env=env, timeout=90)
