@@ -176,11 +176,14 @@ def _sparql_json(data) -> str:
 def load_speed(work: Path, triples: int, hub_edges: int) -> list[Row]:
     """Target 4: `kg-mcp load` against pyoxigraph's own bulk_load of the same N-Triples file, each
     in a fresh process (peak memory is that process's): the load without the name index against
-    bulk_load, and the name index's share (the load with it against the load without)."""
+    bulk_load then the compaction kg-mcp load does, and the name index's share (the load with it
+    against the load without)."""
     source = write_graph(work / f"load-{triples}.nt", triples, hub_edges)
+    compact_note = work / ".load-compact-seconds"
+    compact_note.unlink(missing_ok=True)
     results = {}
     for name, code in (
-        ("baseline", bulk_load_code),
+        ("baseline", lambda source, store: bulk_load_code(source, store, compact_note)),
         ("plain", lambda source, store: load_code(source, store, name_index=False)),
         ("ours", load_code),
     ):
@@ -189,6 +192,7 @@ def load_speed(work: Path, triples: int, hub_edges: int) -> list[Row]:
         results[name] = timed_child(code(source, store))
         shutil.rmtree(store, ignore_errors=True)
     (ours_s, ours_mb), (plain_s, plain_mb), (base_s, base_mb) = results["ours"], results["plain"], results["baseline"]
+    compact_s = float(compact_note.read_text())
     return [
         Row(
             f"load {triples:,} N-Triples (triples/s)",
@@ -196,7 +200,8 @@ def load_speed(work: Path, triples: int, hub_edges: int) -> list[Row]:
             triples / base_s,
             "t/s",
             ">= 0.8",
-            f"hub statistics included, name index not; peak memory ours {plain_mb:,.0f} MB, bulk_load {base_mb:,.0f} MB",
+            f"hub statistics and compaction included, name index not; bulk_load {base_s - compact_s:.1f} s + "
+            f"compaction {compact_s:.1f} s; peak memory ours {plain_mb:,.0f} MB, bulk_load {base_mb:,.0f} MB",
         ),
         Row(
             f"load {triples:,} with the name index (s)",

@@ -89,6 +89,15 @@ def small_store(tmp_path_factory, small_kb) -> tuple[Path, str]:
     return store, loaded.stderr
 
 
+def test_load_without_compaction_holds_the_same_triples(small_store, small_kb, tmp_path):
+    # Compaction (the default) only rearranges the store's files; --no-optimize skips it.
+    _, load_log = small_store
+    loaded = kg_mcp("load", str(small_kb), "--store", str(tmp_path / "plain"), "--no-optimize")
+    ok(loaded)
+    held = re.compile(r"now holds ([\d,]+)")
+    assert held.search(loaded.stderr)[1] == held.search(load_log)[1]
+
+
 def test_load_then_find_and_search_on_a_fresh_store(small_store, small_kb):
     store, load_log = small_store
     assert store.is_dir()

@@ -67,7 +67,8 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 @click.option("--skip-bad", is_flag=True, help="Skip and count malformed lines instead of stopping.")
 @click.option("--hub-threshold", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Keep predicate statistics for nodes with at least this many edges in one direction.")
-@click.option("--optimize", is_flag=True, help="Compact the store after loading (slower load, somewhat faster reads).")
+@click.option("--optimize/--no-optimize", default=True, show_default=True,
+              help="Compact the store once loaded: a longer load, and reads 2-7x faster on big stores.")
 def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
     """Bulk-load RDF, plain-text triples or Wikidata JSON into a store, atomically.
 
