@@ -4,6 +4,7 @@
     python -m bench --quick    small sizes, seconds (CI runs it)
     python -m bench --only hub,load
     python -m bench --only scale     Freebase-shaped KGs of 1M, 10M and 100M triples (an hour or more)
+    python -m bench --only scale --scale-reuse   the tools again, on the stores that run left
     python -m bench --only scale-virtuoso --scale-sizes 10M   the same KG in a private Virtuoso (1M quick)
 
 Each ratio is ours / a baseline measured in the same run (the machine is shared and noisy);
@@ -36,6 +37,9 @@ def main() -> int:
         "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale,scale-virtuoso"
     )
     parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 or 1M,10M (default by mode)")
+    parser.add_argument(
+        "--scale-reuse", action="store_true", help="scale: only time the tools, on the stores an earlier run left in --work"
+    )
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("KG_MCP_BENCH_DIR", ".bench")), help="data and stores")
     parser.add_argument("--engine-dir", type=Path, default=Path(".bench-data"), help="engine databases (deleted after each run)")
     args = parser.parse_args()
@@ -73,7 +77,7 @@ def main() -> int:
     if wanted("agent"):
         rows += agent_measures.agent_overhead(args.work, size["questions"])
     if "scale" in only:  # an hour or more in full mode: only when asked for
-        rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"])
+        rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"], reuse=args.scale_reuse)
     if "scale-virtuoso" in only:  # minutes at 10M: only when asked for; one size, the largest given
         triples = max(size["scale"]) if args.scale_sizes else 10_000_000 if mode == "full" else 1_000_000
         rows += scale_virtuoso(args.work, triples, size["scale_calls"], args.engine_dir)

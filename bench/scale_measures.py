@@ -8,6 +8,7 @@ entities and on hubs, the p50s compared with those at the smallest size.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import statistics
@@ -42,22 +43,32 @@ def size_label(triples: int) -> str:
     return f"{triples // 1_000_000}M" if triples % 1_000_000 == 0 else f"{triples // 1000}k"
 
 
-def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) -> list[Row]:
+def scale_survey(
+    work: Path, sizes: list[int], calls: int, keep: bool = True, reuse: bool = False
+) -> list[Row]:
     """Rows for every size; the smallest size's latencies are the baseline of the larger ones.
 
     Per size, `kg-mcp load`'s code path runs first and the tools are timed on its store; the bare
-    `bulk_load` baseline comes last, so a step cut short still has its store and latencies.
+    `bulk_load` baseline comes last, so a step cut short still has its store and latencies. With
+    `reuse`, only the tools are timed, on the stores an earlier run left in `work`.
     """
     rows: list[Row] = []
     reference: dict[str, float] = {}
     for triples in sorted(sizes):
         label = size_label(triples)
+        store_dir, bulk_dir = work / f"freebase-{label}.store", work / f"freebase-{label}.bulk-store"
+        if reuse:
+            if not store_dir.is_dir():
+                raise RuntimeError(
+                    f"no store at {store_dir} to reuse: run the scale bench once without --scale-reuse"
+                )
+            rows += _latency_rows(store_dir, triples, calls, min(sizes), reference)
+            continue
         started = time.perf_counter()
         source = write_freebase(work / f"freebase-{label}.nt", triples)
         made = (
             f"made in {time.perf_counter() - started:.0f} s" if time.perf_counter() - started > 1 else "found"
         )
-        store_dir, bulk_dir = work / f"freebase-{label}.store", work / f"freebase-{label}.bulk-store"
         # The child writes how long the name index took, so the store part and the index are told apart.
         index_note = work / f".freebase-{label}.index-seconds"
         ours_code = load_code(source, store_dir, index_note=index_note)
@@ -68,25 +79,7 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
         disk_mb = _disk_mb(store_dir)
         print(f"[scale] {label}: kg-mcp load {runs['ours'][0][0]:.0f} s (name index {runs['ours'][0][2]:.0f} s), "
               f"peak RSS {runs['ours'][0][1]:,.0f} MB, store {disk_mb:,.0f} MB", file=sys.stderr, flush=True)  # fmt: skip
-        latency_rows = []
-        for name, p50, p99 in latencies(open_store(store_dir), Settings(), triples, calls):
-            base = reference.setdefault(name, p50)
-            role = (
-                "the reference for larger sizes"
-                if triples == min(sizes)
-                else f"baseline: p50 at {size_label(min(sizes))}"
-            )
-            latency_rows.append(
-                Row(
-                    f"scale {label}: {name} p50",
-                    p50 * 1e3,
-                    base * 1e3,
-                    "ms",
-                    "<= 1.5",
-                    f"p99 {p99 * 1e3:.1f} ms; {role}",
-                )
-            )
-            _progress(latency_rows[-1])
+        latency_rows = _latency_rows(store_dir, triples, calls, min(sizes), reference)
         # Loads of a few seconds are repeated, alternating, and the medians kept (a shared machine is
         # noisy); tiny ones are only smoke tests and big ones too long to repeat.
         repeats = 3 if 500_000 <= triples <= 3_000_000 else 1
@@ -113,6 +106,35 @@ def scale_survey(work: Path, sizes: list[int], calls: int, keep: bool = True) ->
     return rows
 
 
+def _latency_rows(
+    store_dir: Path, triples: int, calls: int, smallest: int, reference: dict[str, float]
+) -> list[Row]:
+    """A row per tool and kind of call on the store in `store_dir`, its p50 against `reference`
+    (filled in at the smallest size)."""
+    # A load leaves gigabytes on their way to disk: reads timed now would queue behind them.
+    os.sync()
+    rows = []
+    for name, p50, p99 in latencies(open_store(store_dir), Settings(), triples, calls):
+        base = reference.setdefault(name, p50)
+        role = (
+            "the reference for larger sizes"
+            if triples == smallest
+            else f"baseline: p50 at {size_label(smallest)}"
+        )
+        rows.append(
+            Row(
+                f"scale {size_label(triples)}: {name} p50",
+                p50 * 1e3,
+                base * 1e3,
+                "ms",
+                "<= 1.5",
+                f"p99 {p99 * 1e3:.1f} ms; {role}",
+            )
+        )
+        _progress(rows[-1])
+    return rows
+
+
 def _progress(row: Row) -> None:
     """Each row as soon as it is measured (stderr): a 100M step that dies keeps what came before."""
     print(
@@ -134,7 +156,9 @@ def _load_once(code: str, target: Path, note: Path | None = None) -> tuple[float
     return seconds, peak_mb, float(note.read_text()) if note else 0.0
 
 
-def _load_rows(label: str, triples: int, runs: dict[str, list[tuple[float, float, float]]]) -> tuple[Row, Row]:
+def _load_rows(
+    label: str, triples: int, runs: dict[str, list[tuple[float, float, float]]]
+) -> tuple[Row, Row]:
     """The store part of `kg_mcp.loading.load_sources` against `Store.bulk_load` then the same
     compaction (median seconds, highest peak), and the load with the name index against the load
     without (issue 15's goal: at most 30% more)."""
@@ -222,7 +246,9 @@ def latencies(
     # Names as people type them: a letter dropped (a typo), or the surname alone (shared by thousands
     # of people at 100M: the words tier ranks them).
     typed = [n[:3] + n[4:] if i % 2 else n.split()[-1] for i, n in enumerate(map(entity_name, people))]
-    typed_cases: dict[str, Callable[[int], object]] = {"find_entities": lambda i: find_entities(backend, settings, typed[i])}
+    typed_cases: dict[str, Callable[[int], object]] = {
+        "find_entities": lambda i: find_entities(backend, settings, typed[i])
+    }
     results = []
     for kind, cases in (("random", random_cases), ("hubs", hub_cases), ("typed", typed_cases)):
         for tool, call in cases.items():

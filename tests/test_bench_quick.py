@@ -57,6 +57,14 @@ def test_scale_bench_at_tiny_sizes(tmp_path):
         "freebase-20k.store",
         "freebase-40k.store",
     ]
+    # --scale-reuse times the tools again on those stores, and loads nothing.
+    again = _bench(tmp_path, "--only", "scale", "--scale-sizes", "20000,40000", "--scale-reuse")
+    assert again.returncode == 0, again.stderr[-3000:]
+    reused = [line for line in again.stdout.splitlines() if line.startswith("scale ")]
+    assert [r.split(":")[0] for r in reused] == ["scale 20k"] * 11 + ["scale 40k"] * 11, again.stdout
+    assert not any("load" in r.split("  ")[0] for r in reused), again.stdout
+    missing = _bench(tmp_path, "--only", "scale", "--scale-sizes", "60000", "--scale-reuse")
+    assert missing.returncode != 0 and "no store at" in missing.stderr
 
 
 def test_scale_virtuoso_bench_at_a_tiny_size(tmp_path):

@@ -146,7 +146,7 @@ class NameIndex:
         rows = self._rows(
             "SELECT n.entity, n.label, n.folded FROM (SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) "
             f"AS m JOIN names n ON n.id = m.rowid & {_ID_BITS} ORDER BY m.rowid",
-            (query, pool * 4),
+            (query, pool * 2),
         )
         out: dict[str, NameMatch] = {}
         for entity, label, folded in rows:
