@@ -64,7 +64,10 @@ def bulk_load_code(source: Path, target: Path, compact_note: Path | None = None)
         "format=ox.RdfFormat.N_TRIPLES)"
     )
     if compact_note:
-        code += f"; t = time.perf_counter(); s.optimize(); open({str(compact_note)!r}, 'w').write(str(time.perf_counter() - t))"
+        code += (
+            f"; t = time.perf_counter(); s.optimize(); "
+            f"open({str(compact_note)!r}, 'w').write(str(time.perf_counter() - t))"
+        )
     return code
 
 

@@ -142,10 +142,12 @@ class NameIndex:
 
     def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]) -> list[NameMatch]:
         # The shortest names first (the fewest words besides the typed ones): the order of the
-        # words' rowids, so only the names kept are read, however many share a common word.
+        # words' rowids, so only the names kept are read, however many share a common word. Two
+        # rows per name kept, as an entity may match by its label and an alias.
         rows = self._rows(
-            "SELECT n.entity, n.label, n.folded FROM (SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) "
-            f"AS m JOIN names n ON n.id = m.rowid & {_ID_BITS} ORDER BY m.rowid",
+            "SELECT n.entity, n.label, n.folded FROM "
+            "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) AS m "
+            f"JOIN names n ON n.id = m.rowid & {_ID_BITS} ORDER BY m.rowid",
             (query, pool * 2),
         )
         out: dict[str, NameMatch] = {}
