@@ -38,15 +38,16 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
                    alias INTEGER NOT NULL);
 """
-# A name's rowid in `words` is its length in the high bits and its id in the low ones:
+# A name's rowid in `words` is its length in the high bits and its id in the low ID_BITS:
 # FTS5 returns matches in rowid order, so a query for a word that thousands of names
 # share reads the shortest of them first and can stop after a few. `words` keeps no copy of the
 # names (contentless). Rows go to FTS5 in rowid order, as it builds five times slower from rowids
 # out of order.
-_INDEXES = """
+ID_BITS = 32
+_INDEXES = f"""
 CREATE INDEX names_folded ON names(folded);
 CREATE VIRTUAL TABLE words USING fts5(folded, content='', tokenize='ascii', detail='none');
-INSERT INTO words(rowid, folded) SELECT (length(folded) << 32) | id, folded FROM names ORDER BY 1;
+INSERT INTO words(rowid, folded) SELECT (length(folded) << {ID_BITS}) | id, folded FROM names ORDER BY 1;
 CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
 CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;
 """

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rapidfuzz.distance import OSA
 
+from kg_mcp.names.build import ID_BITS
 from kg_mcp.names.fold import fold, fold_joined
 from kg_mcp.names.fold import words as fold_words
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic": 5}
 _FTS_TOKEN = re.compile(r"[A-Za-z0-9\x80-\U0010ffff]+")
 _CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
-_ID_BITS = (1 << 32) - 1  # the name's id, in a rowid of `words` (build.py)
+_NAME_ID = (1 << ID_BITS) - 1  # the name's id, in a rowid of `words`
 _WIDER = 3  # words-tier names read per name kept
 
 
@@ -147,7 +148,7 @@ class NameIndex:
         rows = self._rows(
             "SELECT n.entity, n.label, n.folded FROM "
             "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) AS m "
-            f"JOIN names n ON n.id = m.rowid & {_ID_BITS} ORDER BY m.rowid",
+            f"JOIN names n ON n.id = m.rowid & {_NAME_ID} ORDER BY m.rowid",
             (query, pool * 2),
         )
         out: dict[str, NameMatch] = {}
