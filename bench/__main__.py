@@ -6,6 +6,7 @@
     python -m bench --only scale     Freebase-shaped KGs of 1M, 10M and 100M triples (an hour or more)
     python -m bench --only scale --scale-reuse   the tools again, on the stores that run left
     python -m bench --only scale-virtuoso --scale-sizes 10M   the same KG in a private Virtuoso (1M quick)
+    python -m bench --only hostile   hostile clients against one shared HTTP server (bench/hostile.py; minutes)
 
 Each ratio is ours / a baseline measured in the same run (the machine is shared and noisy);
 the synthetic data is seeded and kept in the work folder between runs.
@@ -20,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import agent_measures, protocol_measures, remote_tls, scale_measures, store_measures
+from bench import agent_measures, hostile, protocol_measures, remote_tls, scale_measures, store_measures
 from bench.common import Row, print_table
 from bench.scale_virtuoso import scale_virtuoso
 
@@ -34,7 +35,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
     parser.add_argument(
-        "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale,scale-virtuoso"
+        "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale,scale-virtuoso,hostile"
     )
     parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 or 1M,10M (default by mode)")
     parser.add_argument(
@@ -81,6 +82,8 @@ def main() -> int:
     if "scale-virtuoso" in only:  # minutes at 10M: only when asked for; one size, the largest given
         triples = max(size["scale"]) if args.scale_sizes else 10_000_000 if mode == "full" else 1_000_000
         rows += scale_virtuoso(args.work, triples, size["scale_calls"], args.engine_dir)
+    if "hostile" in only:  # attacks that load the machine for minutes: only when asked for
+        rows += hostile.hostile_survey(args.work, mode)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print_table(rows, f"kg-mcp bench, {mode} mode, {time.perf_counter() - started:.0f} s on {machine}")
     return 0

@@ -10,6 +10,12 @@ plain type (the argument is simply optional), titles dropped, objects closed.
 schema: one sentence naming the tool, the argument, what it must be and what came instead. A null
 for an optional argument means "leave it out", which is what older clients that followed the
 nullable schema send.
+
+Every argument is capped (`CAPS`, in one place): a string's characters and a list's items, as
+`maxLength`/`maxItems` in the published schema and checked first thing in `prepare`, before the
+SDK copies the arguments into its models. A question is a sentence and an id is an id: a 4 MB
+question, a 3 MB entity name or a million claims is refused in a line that says the cap and how to
+fix the call, before any work is done.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import json
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
+
+from kg_mcp.quoting import quoted
 
 _DROPPED_KEYS = ("title", "$defs", "definitions")
 
@@ -69,6 +77,104 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
     return out
 
 
+# --- caps -----------------------------------------------------------------------------------
+
+# Characters of a string argument, by its name; any other string (an id, a label, a relation, a
+# claimed value, a session id) is held to TEXT_CHARS. A schema's own maxLength wins when tighter.
+TEXT_CHARS = 1_000
+QUESTION_CHARS = 2_000
+QUERY_CHARS = 20_000  # the sparql tool's own cap (kg_mcp.tools.sparql.MAX_QUERY_CHARS)
+_TEXT_CAPS = {"question": QUESTION_CHARS, "query": QUERY_CHARS, "session": 200}
+# Items of a list argument, by (tool, name) then by name; any other list: LIST_ITEMS. The tools
+# check the same bounds again (they are called directly too); these refuse a call before any work.
+LIST_ITEMS = 200
+_LIST_CAPS = {
+    "entities": 200,  # kg_mcp.tools.search_batch.MAX_ENTITIES
+    "claims": 50,  # kg_mcp.tools.verify.MAX_CLAIMS
+    "properties_to_filter_for": 50,  # kg_mcp.tools.search.MAX_FILTERS
+    "relations": 30,  # kg_mcp.tools.relations.MAX_RELATIONS
+    "paths": 5,  # kg_mcp.tools.follow.MAX_BRANCHES
+    ("follow", "entities"): 50,  # kg_mcp.tools.follow.MAX_STARTS
+    ("follow", "path"): 6,  # kg_mcp.tools.follow.MAX_HOPS
+}
+_TEXT_FIX = {
+    "question": "Ask the question in a sentence or two.",
+    "query": "Write a shorter query.",
+}
+
+
+def capped_schema(tool: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (portable) with a maxLength on every string and a maxItems on every list that lacks one.
+
+    >>> s = capped_schema("t", {"type": "object", "properties": {"question": {"type": "string"},
+    ...     "entities": {"type": "array", "items": {"type": "string"}}}})
+    >>> s["properties"]["question"]["maxLength"], s["properties"]["entities"]["maxItems"], s["properties"]["entities"]["items"]["maxLength"]
+    (2000, 200, 1000)
+    """
+    return _with_caps(tool, schema, None)
+
+
+def _with_caps(tool: str, node: Any, name: str | None) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    if isinstance(node.get("properties"), dict):
+        out["properties"] = {key: _with_caps(tool, sub, key) for key, sub in node["properties"].items()}
+    for union in ("anyOf", "oneOf"):
+        if isinstance(node.get(union), list):
+            out[union] = [_with_caps(tool, branch, name) for branch in node[union]]
+    if isinstance(node.get("items"), dict):
+        out["items"] = _with_caps(tool, node["items"], None)
+    kind = node.get("type")
+    if kind == "string" and "enum" not in node:
+        cap = _TEXT_CAPS.get(name or "", TEXT_CHARS)
+        out["maxLength"] = min(node.get("maxLength", cap), cap)
+    elif kind == "array":
+        cap = _LIST_CAPS.get((tool, name or ""), _LIST_CAPS.get(name or "", LIST_ITEMS))
+        out["maxItems"] = min(node.get("maxItems", cap), cap)
+    return out
+
+
+def _too_big(tool: str, value: Any, schema: dict[str, Any], where: str) -> str | None:
+    """The first string or list in `value` past its cap in `schema`, in words; None if all fit.
+    Cheap: lengths only, and a list's items are looked at only once its own length fits."""
+    if isinstance(value, str):
+        cap = _cap(schema, "maxLength")
+        if cap is not None and len(value) > cap:
+            name = where.rsplit(".", 1)[-1].split("[")[0]
+            fix = _TEXT_FIX.get(name, "Pass an id or a name as the tools show it, not a text.")
+            return f"At most {cap:,} characters in {where}; got {len(value):,}. {fix}"
+    elif isinstance(value, list):
+        cap = _cap(schema, "maxItems")
+        if cap is not None and len(value) > cap:
+            return f"At most {cap:,} items in {where}; got {len(value):,}. Split them over several calls."
+        items = _branches(schema.get("items", {}))
+        for i, item in enumerate(value):
+            for branch in items:
+                problem = _too_big(tool, item, branch, f"{where}[{i}]")
+                if problem:
+                    return problem
+    elif isinstance(value, dict):
+        properties: dict[str, Any] = {}
+        for branch in _branches(schema):
+            properties.update(branch.get("properties", {}))
+        for key, item in value.items():
+            if key in properties:
+                problem = _too_big(tool, item, properties[key], f"{where}.{key}" if where else key)
+                if problem:
+                    return problem
+    return None
+
+
+def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())]
+
+
+def _cap(schema: dict[str, Any], key: str) -> int | None:
+    caps = [b[key] for b in _branches(schema) if key in b]
+    return max(caps) if caps else None
+
+
 class ToolArguments:
     """One tool's published schema and its checks, built once per registered tool.
 
@@ -80,7 +186,7 @@ class ToolArguments:
 
     def __init__(self, tool: str, schema: dict[str, Any]):
         self.tool = tool
-        self.schema = portable(schema)
+        self.schema = capped_schema(tool, portable(schema))
         self._validator = Draft202012Validator(self.schema)
         self._required = set(self.schema.get("required", ()))
         self._known = set(self.schema.get("properties", {}))
@@ -99,6 +205,9 @@ class ToolArguments:
         ...
         kg_mcp.arguments.ArgumentError: search: unknown argument 'sideways'; the arguments are 'entity' and 'direction'.
         """
+        problem = _too_big(self.tool, arguments, self.schema, "")
+        if problem:
+            raise ArgumentError(f"{self.tool}: {problem}")
         arguments = {k: v for k, v in arguments.items() if v is not None or k in self._required}
         if self._closed and not arguments.keys() <= self._known:
             self.explain(arguments)
@@ -212,7 +321,10 @@ def _kind(schema: dict[str, Any]) -> str:
 
 
 def _names(values, last: str = "and") -> str:
-    shown = [repr(v) if isinstance(v, str) else json.dumps(v) for v in values]
+    values = list(values)
+    shown = [quoted(v) if isinstance(v, str) else json.dumps(v) for v in values[:20]]
+    if len(values) > len(shown):
+        shown.append(f"{len(values) - len(shown):,} more")
     if len(shown) <= 1:
         return "".join(shown)
     return f"{', '.join(shown[:-1])} {last} {shown[-1]}"

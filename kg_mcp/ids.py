@@ -13,6 +13,7 @@ import pyoxigraph as ox
 
 from kg_mcp.errors import InvalidInput
 from kg_mcp.profiles import Profile
+from kg_mcp.quoting import quoted
 
 MAX_REF_LENGTH = 2048
 # A local part we can show after a prefix and read back unambiguously (percent escapes allowed).
@@ -76,11 +77,11 @@ class Vocabulary:
         ref = check_text(ref, "id")
         if ref.startswith("<"):
             if not ref.endswith(">"):
-                raise InvalidInput(f"{ref[:80]!r} opens '<' but does not close it.", "Write a full IRI as <http://...>.")
+                raise InvalidInput(f"{quoted(ref)} opens '<' but does not close it.", "Write a full IRI as <http://...>.")
             return _named_node(ref[1:-1])
         if ref.startswith("_:"):
             raise InvalidInput(
-                f"{ref!r} is a blank node; blank nodes have no stable id to look up.",
+                f"{quoted(ref)} is a blank node; blank nodes have no stable id to look up.",
                 "Reach it through the entity that links to it.",
             )
         if " " in ref:
@@ -90,7 +91,7 @@ class Vocabulary:
             prefix, local = ref.split(":", 1)
             if prefix in self.prefixes:
                 if not _SAFE_LOCAL.fullmatch(local):
-                    raise InvalidInput(f"{ref!r} is not a valid {prefix}: id.", "Copy ids exactly as the tools show them.")
+                    raise InvalidInput(f"{quoted(ref)} is not a valid {prefix}: id.", "Copy ids exactly as the tools show them.")
                 return _named_node(self.prefixes[prefix] + local)
             if prefix.lower() in _ABSOLUTE_SCHEMES:
                 return _named_node(ref)
@@ -143,4 +144,4 @@ def _named_node(iri: str) -> ox.NamedNode:
     try:
         return ox.NamedNode(iri)
     except ValueError as e:
-        raise InvalidInput(f"{iri[:120]!r} is not a valid IRI ({e}).", "Copy ids exactly as the tools show them.") from None
+        raise InvalidInput(f"{quoted(iri)} is not a valid IRI ({e}).", "Copy ids exactly as the tools show them.") from None

@@ -125,21 +125,40 @@ def _same(a: str, b: str) -> bool:
     return common >= max(5, shorter - 1)
 
 
+MAX_QUESTION_WORDS = 64  # distinct content words of a question that count (a question is a sentence)
+MAX_TEXT_CHARS = 1_000  # of each candidate text
+
+
 class LexicalRanker:
-    """Question words found in each text, weighted by rarity among the texts; scores in [0, 1]."""
+    """Question words found in each text, weighted by rarity among the texts; scores in [0, 1].
+
+    Its cost is bounded whatever the question: at most MAX_QUESTION_WORDS question words, each
+    compared once with each distinct word of the candidates (not once per candidate), texts read
+    up to MAX_TEXT_CHARS.
+    """
 
     name = "lexical"
 
     def score(self, question: str, texts: Sequence[str]) -> list[float]:
-        asked = list(dict.fromkeys(words(question)))
+        asked = list(dict.fromkeys(words(question[: MAX_QUESTION_WORDS * 40])))[:MAX_QUESTION_WORDS]
         if not asked or not texts:
             return [0.0] * len(texts)
-        bags = [set(words(t)) for t in texts]
-        hits = [[any(_same(q, w) for w in bag) for q in asked] for bag in bags]
+        bags = [set(words(t[:MAX_TEXT_CHARS])) for t in texts]
+        matched: dict[str, int] = {}  # a candidate word -> the question words it matches, as bits
+        for bag in bags:
+            for w in bag:
+                if w not in matched:
+                    matched[w] = sum(1 << j for j, q in enumerate(asked) if _same(q, w))
+        masks = []
+        for bag in bags:
+            mask = 0
+            for w in bag:
+                mask |= matched[w]
+            masks.append(mask)
         n = len(texts)
-        weights = [math.log(1 + n / (1 + sum(row[j] for row in hits))) + 0.1 for j in range(len(asked))]
+        weights = [math.log(1 + n / (1 + sum((m >> j) & 1 for m in masks))) + 0.1 for j in range(len(asked))]
         total = sum(weights)
-        return [sum(w for w, hit in zip(weights, row) if hit) / total for row in hits]
+        return [sum(w for j, w in enumerate(weights) if (m >> j) & 1) / total for m in masks]
 
 
 # --- embeddings -------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ log = logging.getLogger(__name__)
 class RateLimit:
     """ASGI middleware: at most `per_minute` HTTP requests a minute from one client, then 429.
 
-    A client is its address as uvicorn reports it (the peer address, or X-Forwarded-For when the
-    peer is a trusted proxy: uvicorn trusts 127.0.0.1 by default). Each client has a token bucket
+    A client is its address as uvicorn reports it: the peer address, or X-Forwarded-For when the
+    peer is a --trusted-proxy (none by default; the session caps use the same identity). Each client has a token bucket
     of `per_minute` requests that refills continuously, so short bursts pass and a steady stream
     is held to the rate. It runs before auth: refused requests cost nothing downstream. Every HTTP
     request counts (an MCP session's start takes two or three, then one per call).

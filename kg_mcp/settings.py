@@ -48,3 +48,21 @@ class Settings(BaseSettings):
         "https://github.com/kg-mcp/kg-mcp",
         description="contact put in the User-Agent, as Wikimedia's policy asks (an URL or e-mail)",
     )
+    query_memory_mb: int = Field(
+        1024, ge=0, description="a local sparql query's worker is stopped past this much private memory (0: no limit)"
+    )
+    tool_timeout_s: float = Field(
+        30.0, gt=0, description="every tool call is stopped past this many seconds, with an error that says how to narrow it"
+    )
+    heavy_calls: int = Field(
+        2, ge=1, le=64, description="long tool calls (verify, follow, kgr_search, batches) run at once; more wait their turn"
+    )
+    # The HTTP transports' bounds (kg_mcp.http_limits explains the defaults).
+    header_timeout_s: float = Field(10.0, gt=0, description="HTTP: a connection that has not sent a whole request head by then is closed")
+    body_timeout_s: float = Field(30.0, gt=0, description="HTTP: a request body that has not arrived by then closes its connection")
+    max_connections: int = Field(0, ge=0, description="HTTP connections held at once (0: the open-file limit less a reserve)")
+    max_connections_per_client: int = Field(256, ge=0, description="HTTP connections from one address (0: no cap)")
+    max_sessions: int = Field(1000, ge=1, description="MCP sessions open at once on streamable HTTP, all clients together")
+    max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
+    session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
+    trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")

@@ -18,13 +18,17 @@ derives from the call (`kg_mcp.tools.traverse.traversal_key`):
   stateless), so every call starts a fresh tree and backtracking needs a session id.
 
 A tree is also started afresh when a call brings a different question than the tree's. The
-table keeps the most recently used `max_sessions` trees; a tree holds at most `max_nodes`
-explored entities. Ids are not secrets: a client that guesses another's session id could read
+table keeps the most recently used `max_sessions` trees, and fewer when together they hold more
+than `max_candidates` neighbours (the least recently used go first); a tree holds at most
+MAX_NODES explored entities, each with at most MAX_CANDIDATES neighbours (every entity a search
+can show: top_k is at most 100), labels cut at LABEL_CHARS. A neighbour takes about 200 bytes, so
+the whole table stays within about 20 MB (STORE_CANDIDATES) however many clients search hubs. Ids are not secrets: a client that guesses another's session id could read
 its tree (only KG data) and move it; drivers use random ids.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -33,10 +37,17 @@ from kg_mcp.errors import InvalidInput
 
 MAX_SESSIONS = 128
 MAX_NODES = 50
-MAX_CANDIDATES = 300
+MAX_CANDIDATES = 100  # = kgr_search's MAX_TOP_K: every neighbour a search can have shown
+STORE_CANDIDATES = 100_000  # neighbours kept over all trees (about 200 bytes each)
+LABEL_CHARS = 200
+ID_CHARS = 1_000  # a longer id cannot be passed back as an argument anyway
 
 
-@dataclass(frozen=True)
+def cut_label(label: str | None) -> str | None:
+    return label if label is None or len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A neighbour entity of an explored one, with the relation that links them and its rank score."""
 
@@ -44,6 +55,11 @@ class Candidate:
     label: str | None
     relation: str  # compact id; `~rel` when the neighbour is the subject (walked backwards)
     score: float
+
+    @classmethod
+    def kept(cls, id: str, label: str | None, relation: str, score: float) -> Candidate:
+        """A candidate as a tree keeps it: the label cut, the relation shared with its other uses."""
+        return cls(id, cut_label(label), sys.intern(relation), score)
 
 
 @dataclass
@@ -71,6 +87,7 @@ class Tree:
     question: str = ""
     nodes: dict[str, Node] = field(default_factory=dict)  # explored entities, in the order explored
     current: str | None = None
+    candidates: int = 0  # neighbours kept over all its nodes
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def placement(self, entity_id: str) -> tuple[str | None, str | None]:
@@ -92,7 +109,9 @@ class Tree:
                 f"This traversal has explored {MAX_NODES} entities, the most one session keeps.",
                 "Answer from what you have, or start a new session.",
             )
-        node.candidates = node.candidates[:MAX_CANDIDATES]
+        node.candidates = [c for c in node.candidates[:MAX_CANDIDATES] if len(c.id) <= ID_CHARS]
+        if node.id not in self.nodes:
+            self.candidates += len(node.candidates)
         self.nodes.setdefault(node.id, node)
         self.current = node.id
 
@@ -136,10 +155,12 @@ class Tree:
 
 
 class TraversalStore:
-    """Trees by traversal key, the most recently used `max_sessions` kept."""
+    """Trees by traversal key: the most recently used `max_sessions`, holding at most about
+    `max_candidates` neighbours together."""
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS):
+    def __init__(self, max_sessions: int = MAX_SESSIONS, max_candidates: int = STORE_CANDIDATES):
         self.max_sessions = max_sessions
+        self.max_candidates = max_candidates
         self._trees: OrderedDict[str, Tree] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -158,6 +179,9 @@ class TraversalStore:
                 self._trees.move_to_end(key)
                 while len(self._trees) > self.max_sessions:
                     self._trees.popitem(last=False)
+                held = sum(t.candidates for t in self._trees.values())
+                while held > self.max_candidates and len(self._trees) > 1:
+                    held -= self._trees.popitem(last=False)[1].candidates
             return tree
 
     def __len__(self) -> int:

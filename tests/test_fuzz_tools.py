@@ -50,6 +50,7 @@ from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.errors import KGError, QueryRefused
 from kg_mcp.settings import Settings
 from kg_mcp.tools import ToolOutput, explore_kg, find_entities, follow, get_relations, search, sparql, verify
+from kg_mcp.tools.sparql import checked_query
 from kg_mcp.tools.verify import PathClaim, TripleClaim
 
 CASES = int(os.environ.get("KG_FUZZ_CASES", "10000"))
@@ -452,7 +453,8 @@ def test_fuzz_sparql():
         query = sparql_query(Gen(seed))
         out = run_case(stats, sparql, query)
         for ran, result in BACKEND.user_queries:
-            assert ran == query.strip()  # exactly what was checked, nothing added
+            # exactly what was checked (the query's canonical text), nothing added
+            assert ran == checked_query(query.strip(), BACKEND.profile.name, remote=False).text
             assert isinstance(result, (ox.QuerySolutions, bool)), (query, type(result))  # SELECT or ASK only
         if out is not None:
             stats["ran"] += 1

@@ -7,6 +7,9 @@ connections are retried with exponential backoff, honouring Retry-After; past it
 endpoint cannot be reached, the call fails with an EndpointError that says what happened. The
 body is read in pieces against the deadline, so an endpoint that trickles bytes cannot hold a
 call for ever. Certificates are checked against the system's CAs (and SSL_CERT_FILE, if set).
+
+Every query also carries the engine's own time limit (`engine_timeout`), so that an engine stops
+a query kg-mcp has given up on instead of computing on for minutes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import email.utils
 import logging
 import ssl
 import time
+import urllib.parse
 
 import httpx2
 
@@ -28,6 +32,49 @@ _BACKOFF_START_S = 0.5
 _RESULTS_JSON = "application/sparql-results+json, application/json;q=0.9"
 
 
+# --- the engine's own time limit -----------------------------------------------------------------
+# Engines name their limit differently and count it in different units, so a form field is sent
+# only to an engine recognised by its Server header (or named by --text-search); until then, and to
+# others, only Blazegraph's header goes, which any other engine ignores; a `timeout` already in the
+# endpoint URL is left alone. Checked: Virtuoso 7.2 cuts the query and answers what it has (the
+# answer is flagged partial), and `oxigraph serve` (which has no such limit) accepts the field and
+# the header as harmless.
+_ENGINE_SERVERS = (
+    ("virtuoso", "virtuoso"), ("fuseki", "fuseki"), ("qlever", "qlever"), ("graphdb", "rdf4j"), ("rdf4j", "rdf4j")
+)  # fmt: skip
+
+
+def engine_timeout(engine: str | None, seconds: float) -> tuple[dict[str, str], dict[str, str]]:
+    """The form fields and headers that ask `engine` to stop a query after about `seconds`.
+
+    Virtuoso: `timeout` in ms, restarted for each phase (rows, grouping, ordering), so half the
+    time is asked. QLever: `timeout` with a unit ("12.5s"). Fuseki, GraphDB and RDF4J: `timeout` in
+    seconds (Fuseki applies it where the dataset allows overrides). Blazegraph:
+    X-BIGDATA-MAX-QUERY-MILLIS, sent to every engine."""
+    seconds = max(1.0, seconds)
+    headers = {"X-BIGDATA-MAX-QUERY-MILLIS": str(int(seconds * 1000))}
+    if engine == "virtuoso":
+        return {"timeout": str(int(seconds * 500))}, headers
+    if engine == "qlever":
+        return {"timeout": f"{seconds:.1f}s"}, headers
+    if engine in ("fuseki", "rdf4j"):
+        return {"timeout": str(int(seconds))}, headers
+    return {}, headers
+
+
+# Engines recognised so far, by endpoint URL: a backend opened later (kg_mcp.backends.open_endpoint
+# probes with one backend, then serves with another) starts knowing its engine.
+_ENGINES_SEEN: dict[str, str] = {}
+
+
+def engine_of(headers) -> str | None:
+    """The engine an answer came from, by its Server header; None when not one named above."""
+    server = headers.get("server", "").lower()
+    if "fuseki-request-id" in headers:
+        return "fuseki"
+    return next((engine for name, engine in _ENGINE_SERVERS if name in server), None)
+
+
 class _Retryable(Exception):
     """A failure worth another attempt: `problem` says what happened, `wait` what the server asked."""
 
@@ -39,10 +86,23 @@ class _Retryable(Exception):
 class SparqlHttp:
     """POSTs queries to one endpoint over kept-alive connections; thread-safe (calls run on threads)."""
 
-    def __init__(self, url: str, *, user_agent: str, timeout_s: float, retries: int, connections: int = 16):
+    def __init__(
+        self,
+        url: str,
+        *,
+        user_agent: str,
+        timeout_s: float,
+        retries: int,
+        connections: int = 16,
+        engine: str | None = None,
+    ):
         self.url = url
         self.timeout_s = timeout_s
         self.retries = retries
+        # For engine_timeout: named by the caller, or read from the answers' headers.
+        self.engine = engine or _ENGINES_SEEN.get(url)
+        # A `timeout` the operator put in the endpoint URL is theirs: ours would override it.
+        self._url_sets_timeout = "timeout" in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
         self.client = httpx2.Client(
             headers={"User-Agent": user_agent, "Accept": _RESULTS_JSON},
             limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
@@ -86,8 +146,16 @@ class SparqlHttp:
 
     def _request(self, query: str, deadline: float) -> tuple[bytes, dict[str, str]]:
         remaining = max(0.001, deadline - time.monotonic())
+        # The engine stops a little before this call gives up, so that what it found can still arrive.
+        fields, headers = engine_timeout(self.engine, remaining * 0.9 - 0.5)
+        if self._url_sets_timeout:
+            fields = {}
         try:
-            with self.client.stream("POST", self.url, data={"query": query}, timeout=remaining) as response:
+            with self.client.stream(
+                "POST", self.url, data={"query": query, **fields}, headers=headers, timeout=remaining
+            ) as response:
+                if self.engine is None and (engine := engine_of(response.headers)) is not None:
+                    self.engine = _ENGINES_SEEN[self.url] = engine
                 if response.status_code != 200:
                     self._refuse(response)
                 chunks = []

@@ -173,7 +173,12 @@ class OxigraphBackend(SparqlBackend):
                     source = StoreSource(path=self.path)
                 else:
                     source = StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS))
-                self._pool = QueryPool(source, size=self.settings.query_workers, location=self.location)
+                self._pool = QueryPool(
+                    source,
+                    size=self.settings.query_workers,
+                    location=self.location,
+                    memory_mb=self.settings.query_memory_mb,
+                )
             return self._pool
 
     def stats(self):

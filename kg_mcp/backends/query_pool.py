@@ -5,11 +5,17 @@ cross join with ORDER BY) would hold a core for minutes after the client gave up
 query runs in one of a few worker processes that hold the store open read-only. A worker past its
 deadline is killed, which frees its CPU at once, and a fresh one is started in the background
 while the others keep serving. Results cross the pipe as plain tuples, already cut at the row cap.
+
+Memory is bounded the same way: while a query runs, the server reads the worker's anonymous
+resident memory (/proc/PID/statm: resident less file-backed pages, so the store's mapped files do
+not count) every 50 ms, and kills a worker past `memory_mb`. Workers have no network at all
+(kg_mcp.backends._query_worker.leave_network).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import socket
 import subprocess
@@ -27,6 +33,8 @@ from kg_mcp.errors import EndpointError, InvalidInput
 log = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 120.0  # opening a large store read-only can take a while
+_MEMORY_CHECK_S = 0.05  # how often a running query's memory is read: a fast query is ~0.5 GB/s
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 @dataclass(frozen=True)
@@ -91,10 +99,14 @@ class QueryPool:
     Workers start on first use. Stop them with `close` (they also exit when the server does).
     """
 
-    def __init__(self, source: StoreSource, *, size: int = 2, location: str = "the store"):
+    def __init__(
+        self, source: StoreSource, *, size: int = 2, location: str = "the store", memory_mb: int = 1024
+    ):
         self.source = source
         self.size = size
         self.location = location
+        self.memory_mb = memory_mb  # 0: no limit
+        self._isolation_warned = False
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._workers: set[_Worker] = set()
         self._lock = threading.Lock()
@@ -128,7 +140,7 @@ class QueryPool:
         worker = self._take(deadline, timeout_s)
         try:
             worker.conn.send((query, row_cap))
-            answered = worker.conn.poll(max(0.0, deadline - time.monotonic()))
+            answered = self._await_answer(worker, deadline)
             status, payload = worker.conn.recv() if answered else (None, None)
         except (EOFError, OSError):  # the worker died under the query (out of memory, killed)
             self._replace(worker)
@@ -136,6 +148,13 @@ class QueryPool:
                 "The query stopped the process running it (it may need more memory than the server has).",
                 "Narrow the pattern or add a LIMIT.",
             ) from None
+        if answered is None:
+            self._replace(worker)
+            raise EndpointError(
+                f"The query needed more than {self.memory_mb:,} MB of memory and was stopped.",
+                "Bind more variables so that fewer rows are joined, and avoid ORDER BY, DISTINCT or GROUP BY "
+                "over a large join; a LIMIT alone does not help a sorted query.",
+            )
         if not answered:
             self._replace(worker)
             raise EndpointError(
@@ -159,6 +178,17 @@ class QueryPool:
             self._stop(worker)
 
     # --- workers ---------------------------------------------------------------------------------
+    def _await_answer(self, worker: _Worker, deadline: float) -> bool | None:
+        """True when the answer came, False at the deadline, None when the worker passed its memory limit."""
+        while True:
+            left = deadline - time.monotonic()
+            if worker.conn.poll(max(0.0, min(left, _MEMORY_CHECK_S))):
+                return True
+            if left <= _MEMORY_CHECK_S:
+                return False
+            if self.memory_mb and _private_memory_mb(worker.pid) > self.memory_mb:
+                return None
+
     def _take(self, deadline: float, timeout_s: float) -> _Worker:
         while True:
             try:
@@ -227,6 +257,10 @@ class QueryPool:
                 self._workers.discard(worker)
             self._stop(worker)
             return
+        if detail and not self._isolation_warned:  # the worker kept its network: say so, once
+            self._isolation_warned = True
+            log.warning("query workers for %s keep network access (%s); the sparql tool's checks still apply",
+                        self.location, detail)
         worker.ready = True
         self._idle.put(worker)
         self._first_ready.set()
@@ -240,3 +274,12 @@ class QueryPool:
         worker.process.wait()
         worker.conn.close()
 
+
+def _private_memory_mb(pid: int) -> float:
+    """A process's resident memory less its file-backed pages (mapped store files), in MB; 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * _PAGE_BYTES / 2**20
+    except (OSError, IndexError, ValueError):
+        return 0.0

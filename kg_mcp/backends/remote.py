@@ -35,7 +35,15 @@ class RemoteBackend(SparqlBackend):
         super().__init__(*args, **kwargs)
         self.url = url
         self.user_agent = f"kg-mcp/{__version__} ({self.settings.contact}) httpx2"
-        self.http = SparqlHttp(url, user_agent=self.user_agent, timeout_s=self.settings.timeout_s, retries=self.settings.retries)
+        # An engine named by --text-search gets its time limit from the first query on.
+        engine = self.settings.text_search if self.settings.text_search in ("virtuoso", "qlever") else None
+        self.http = SparqlHttp(
+            url,
+            user_agent=self.user_agent,
+            timeout_s=self.settings.timeout_s,
+            retries=self.settings.retries,
+            engine=engine,
+        )
         # A full scan of labels would time out on a large public endpoint; Wikidata has a search API.
         self.label_scan = self.profile.name != "wikidata"
         # The engine's own text search for find_entities: from the settings, the profile (Wikidata's

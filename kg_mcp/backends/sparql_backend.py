@@ -30,6 +30,7 @@ from kg_mcp.backends.engine_answers import Solutions
 from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
 from kg_mcp.ids import Vocabulary, check_text
 from kg_mcp.profiles import Profile
+from kg_mcp.quoting import clipped, quoted
 from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
@@ -111,21 +112,21 @@ class SparqlBackend(Backend):
         if node is not None:
             if not check or self.exists(node):
                 return node
-            raise self._unknown(ref, f"{ref} is not in the KG.")
+            raise self._unknown(ref, f"{clipped(ref)} is not in the KG.")
         nodes = self._nodes_labelled(ref, limit=6)
         if len(nodes) == 1:
             return nodes[0]
         if nodes:
             described = self._describe_nodes(nodes[:5])
             raise InvalidInput(
-                f"{ref!r} is the label of {'several' if len(nodes) > 5 else len(nodes)} entities: {described}.",
+                f"{quoted(ref)} is the label of {'several' if len(nodes) > 5 else len(nodes)} entities: {described}.",
                 "Pass the id of the one you mean.",
             )
-        raise self._unknown(ref, f"No entity has the id or label {ref!r}.")
+        raise self._unknown(ref, f"No entity has the id or label {quoted(ref)}.")
 
     def require(self, node: ox.NamedNode, ref: str) -> None:
         if not self.exists(node):
-            raise self._unknown(ref, f"{ref} is not in the KG.")
+            raise self._unknown(ref, f"{clipped(ref)} is not in the KG.")
 
     def _unknown(self, ref: str, message: str) -> UnknownEntity:
         """An UnknownEntity error that suggests entities with a similar name."""
@@ -165,7 +166,7 @@ class SparqlBackend(Backend):
             if predicate != entity or self._boolean(q.ask_predicate(predicate.value)):
                 return predicate, direction
         raise UnknownRelation(
-            f"{ref!r} is not a relation id or label.",
+            f"{quoted(ref)} is not a relation id or label.",
             "Call get_relations (or search without a filter) on the entity to list its relations, "
             "then copy one exactly; prefix ~ to walk it backwards.",
         )

@@ -29,8 +29,30 @@ log = logging.getLogger("kg_mcp")
 @click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
 @click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
               help="HTTP/SSE: at most N requests a minute per client address, then 429 with Retry-After (default off; KG_MCP_RATE_LIMIT).")
-def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit):
-    """Serve the KG tools over stdio (default), streamable HTTP or SSE."""
+@click.option("--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDR",
+              help="A reverse proxy (address or network) whose X-Forwarded-For names the client; repeatable. "
+                   "Without one, the peer address is the client (rate limits, caps).")
+@click.option("--header-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="HTTP/SSE: close a connection that has not sent a whole request head within S s [10].")
+@click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="HTTP/SSE: close a connection whose request body has not arrived S s after its head [30].")
+@click.option("--max-connections", type=click.IntRange(min=0), metavar="N",
+              help="HTTP/SSE: connections held at once, more are closed at once [0: the open-file limit less a reserve].")
+@click.option("--max-connections-per-client", type=click.IntRange(min=0), metavar="N",
+              help="HTTP/SSE: connections from one address (trusted proxies exempt) [256; 0: no cap].")
+@click.option("--max-sessions", type=click.IntRange(min=1), metavar="N", help="HTTP: MCP sessions open at once, all clients [1000].")
+@click.option("--max-sessions-per-client", type=click.IntRange(min=1), metavar="N",
+              help="HTTP: MCP sessions of one client address; opening one more ends its oldest idle one [64].")
+@click.option("--session-idle-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="HTTP: end an MCP session after S s without requests [1800].")
+def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit,
+          trusted_proxies, header_timeout, body_timeout, max_connections, max_connections_per_client, max_sessions, max_sessions_per_client,
+          session_idle_timeout):
+    """Serve the KG tools over stdio (default), streamable HTTP or SSE.
+
+    Over HTTP every connection, session and request is bounded (README "Security and limits");
+    each bound is an option here and a KG_MCP_* setting.
+    """
     from kg_mcp.auth import read_token
     from kg_mcp.server import build_server
     from kg_mcp.server import serve as run_server
@@ -42,6 +64,14 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
         raise ConfigError("--rate-limit applies to --transport http or sse; stdio has one client, its parent process.")
     if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not token:
         log.warning("serving on %s without --auth-token-env/--auth-token-file: anyone who can reach it can query", host)
+    limits = None
+    if transport != "stdio":  # checked before the store opens: a bad --trusted-proxy fails at once
+        from kg_mcp.http_limits import HttpLimits
+
+        limits = HttpLimits.from_settings(
+            _settings(languages, enable_sparql), trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
+            body_timeout_s=body_timeout, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
+            max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
     backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
     display_host = f"[{host}]" if ":" in host else host
     server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}")
@@ -52,7 +82,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     try:
         limit = backend.settings.rate_limit if rate_limit is None else rate_limit
         run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                   allowed_origins=list(allowed_origins), rate_limit=limit or None)
+                   allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits)
     except KeyboardInterrupt:
         pass
     finally:

@@ -12,17 +12,19 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import anyio
+from anyio.lowlevel import RunVar
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from kg_mcp import deadline
 from kg_mcp.backends import Backend
 from kg_mcp.errors import KGError
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import ToolOutput
+from kg_mcp.tools._render import ToolOutput, bounded_data
 from kg_mcp.tools.find_entities import FindResult, find_entities
 from kg_mcp.tools.follow import FollowResult, follow
 from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
@@ -63,6 +65,11 @@ OUTPUT_MODELS = {
 }
 
 
+# A call that may read more rows than this (with their labels) is a long one: tens of milliseconds
+# on a hub, too long to hold the event loop (see the lanes in register_tools).
+LIGHT_ROWS = 200
+
+
 def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> None:
     """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool)."""
     annotations = ToolAnnotations(
@@ -72,27 +79,53 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         open_world_hint=backend.kind == "remote",
     )
 
-    # On a local store the ordinary tools run on the event loop: their queries are bounded and take
-    # well under a millisecond, less than the two thread hand-offs the SDK makes for a sync tool (each
-    # a wake-up that waits for a free core on a busy machine). Remote calls wait on the network and
-    # user queries on a worker process: those run on a thread, as the SDK runs sync tools. So do the
-    # calls that read many neighbourhoods (batches, follow): a long one must not stall other clients.
+    # Three lanes. On a local store the ordinary one-entity tools run on the event loop when they
+    # read at most LIGHT_ROWS rows: their queries take well under a millisecond, less than the two
+    # hand-offs of a thread (each a wake-up that waits for a free core on a busy machine). Remote
+    # calls wait on the network: those run on a worker thread. Calls whose work grows with their arguments (verify,
+    # follow, kgr_search, batches) run on a worker thread too, and at most settings.heavy_calls of
+    # them at once: a burst of them can neither stall the event loop (every other client's calls,
+    # even a 401) nor take every worker thread. Every call has a deadline (kg_mcp.deadline) from the
+    # moment it arrives: its loops stop past it, and a heavy call that cannot get a place in time
+    # is told the server is busy.
     local = backend.kind == "oxigraph"
+    heavy_lane: RunVar[anyio.CapacityLimiter] = RunVar("kg_mcp_heavy_lane")
 
     def call(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
         try:
-            out = tool(backend, settings, *args)
+            with deadline.within(settings.tool_timeout_s):
+                out = tool(backend, settings, *args)
         except KGError as error:
             raise ToolError(str(error)) from None
         return CallToolResult(
             content=[TextContent(type="text", text=out.text)],
-            structured_content=out.data.model_dump(mode="json"),
+            structured_content=bounded_data(out.data.model_dump(mode="json"), settings.max_output_chars),
         )
 
-    async def run(tool: Callable[..., ToolOutput], *args, many: bool = False) -> CallToolResult:
-        if local and not many:
-            return call(tool, *args)
-        return await anyio.to_thread.run_sync(call, tool, *args)
+    async def run(tool: Callable[..., ToolOutput], *args, heavy: bool = False) -> CallToolResult:
+        with deadline.within(settings.tool_timeout_s):
+            if not heavy:
+                if local:
+                    return call(tool, *args)
+                return await anyio.to_thread.run_sync(call, tool, *args)
+            lane = _lane(heavy_lane, settings.heavy_calls)
+            try:
+                lane.acquire_nowait()
+                placed = True
+            except anyio.WouldBlock:
+                placed = False
+                with anyio.move_on_after(deadline.left() or 0):
+                    await lane.acquire()
+                    placed = True
+            if not placed:
+                raise ToolError(
+                    f"The server is busy with other long calls and this one waited its whole time limit "
+                    f"({settings.tool_timeout_s:g} s) for a turn. Try again in a moment, or narrow the call."
+                )
+            try:
+                return await anyio.to_thread.run_sync(call, tool, *args)
+            finally:
+                lane.release()
 
     @server.tool(name="search", annotations=annotations)
     async def search_tool(
@@ -120,7 +153,9 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         all in entities: one call instead of one per entity. limit caps the rows when a few will
         do. For a chain of relations whose intermediate rows you do not need, use follow.
         """
-        return await run(search, entity, direction, properties_to_filter_for, limit, entities, many=bool(entities))
+        rows = (limit or settings.search_p) if properties_to_filter_for else settings.search_k + 1
+        heavy = bool(entities) or rows > LIGHT_ROWS
+        return await run(search, entity, direction, properties_to_filter_for, limit, entities, heavy=heavy)
 
     @server.tool(name="follow", annotations=annotations)
     async def follow_tool(
@@ -147,7 +182,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         too many entities stops the walk and says where. For "which A is both B and C", pass
         paths=[[B, rel...], [C, rel...]]: only entities reached by every path are returned.
         """
-        return await run(follow, entity, path, entities, paths, limit, many=True)
+        return await run(follow, entity, path, entities, paths, limit, heavy=True)
 
     @server.tool(name="get_relations", annotations=annotations)
     async def get_relations_tool(entity: Entity) -> CallToolResult:
@@ -168,7 +203,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
         Pass several entities in entities to walk the same relations from all of them in one call.
         """
-        return await run(explore_kg, entity, relations, entities, limit, many=bool(entities))
+        heavy = bool(entities) or len(relations) * (limit or settings.explore_limit) > LIGHT_ROWS
+        return await run(explore_kg, entity, relations, entities, limit, heavy=heavy)
 
     @server.tool(name="verify", annotations=annotations)
     async def verify_tool(
@@ -178,16 +214,17 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         ],
     ) -> CallToolResult:
         """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
-        return await run(verify, claims)
+        return await run(verify, claims, heavy=True)
 
     @server.tool(name="find_entities", annotations=annotations)
-    def find_entities_tool(
+    async def find_entities_tool(
         name: Annotated[str, Field(description="A name to look up, e.g. 'Catch Me If You Can'.")],
         limit: Annotated[int, Field(ge=1, le=50, description="Most entities to return.")] = 10,
     ) -> CallToolResult:
         """Entities by name, as people type it: exact label first, then aliases, all words in any order and near
         spellings (typos). Rows give id, label, description, degree and how each matched."""
-        return call(find_entities, name, limit)
+        # A typo search reads many name rows: on a thread, off the event loop.
+        return await anyio.to_thread.run_sync(call, find_entities, name, limit)
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
@@ -198,7 +235,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         name="kgr_search",
         annotations=annotations.model_copy(update={"idempotent_hint": False}),
     )
-    def kgr_search_tool(
+    async def kgr_search_tool(
         ctx: Context,
         entity: Annotated[
             str | None,
@@ -225,8 +262,12 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         next-best unexplored neighbour, climbing further up while a parent has none left, up to the
         topic entity.
         """
-        tree = traversals.tree(traversal_key(session, ctx.headers), question)
-        return call(kgr_search, tree, ranker, entity, backtrack, top_k)
+        key = traversal_key(session, ctx.headers)
+
+        def search_tree(backend, settings, *args) -> ToolOutput:
+            return kgr_search(backend, settings, traversals.tree(key, question), ranker, *args)
+
+        return await run(search_tree, entity, backtrack, top_k, heavy=True)
 
     if settings.sparql_tool:
 
@@ -236,4 +277,15 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         ) -> CallToolResult:
             """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
             return call(sparql, query)
+
+
+
+def _lane(var: RunVar[anyio.CapacityLimiter], places: int) -> anyio.CapacityLimiter:
+    """The heavy calls' limiter of this event loop (made on first use: a limiter belongs to one loop)."""
+    try:
+        return var.get()
+    except LookupError:
+        lane = anyio.CapacityLimiter(places)
+        var.set(lane)
+        return lane
 

@@ -7,6 +7,7 @@ the cut is said, with the total, so the model never mistakes a partial answer fo
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,11 @@ from kg_mcp.backends import Backend
 from kg_mcp.backends.base import Term
 from kg_mcp.settings import Settings
 
+# A literal's text or a label in the structured content is cut here (the markdown cuts cells at
+# max_cell_chars): a KG value of megabytes must not ride along whole.
+MAX_VALUE_CHARS = 1_000
+# The structured content's JSON is held to this many times max_output_chars, like the text.
+STRUCTURED_PER_TEXT = 1
 _MIDNIGHT = re.compile(r"^(-?\d{1,}-\d\d-\d\d)T00:00:00Z$")
 _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 
@@ -66,10 +72,11 @@ class Namer:
         in pydantic's compiled core: several times cheaper than building each model in Python."""
         if isinstance(term, ox.Literal):
             datatype = self.id(term.datatype) if not term.language else None
-            return {"id": term.value, "label": None, "kind": "literal", "datatype": datatype, "language": term.language}
+            return {"id": _cut_value(term.value), "label": None, "kind": "literal", "datatype": datatype, "language": term.language}
         if isinstance(term, ox.BlankNode):
             return {"id": self.id(term), "label": None, "kind": "blank", "datatype": None, "language": None}
-        return {"id": self.id(term), "label": self.label(term), "kind": "iri", "datatype": None, "language": None}
+        label = self.label(term)
+        return {"id": self.id(term), "label": _cut_value(label), "kind": "iri", "datatype": None, "language": None}
 
     def value_text(self, term: Term) -> str:
         """What the markdown shows for a value: ids as ids, literals as their text (dates shortened)."""
@@ -92,6 +99,57 @@ class Namer:
     def heading(self, node: ox.NamedNode) -> str:
         label = self.label(node)
         return f"{self.id(node)} ({label})" if label else self.id(node)
+
+
+def _cut_value(text: str | None) -> str | None:
+    return text if text is None or len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def bounded_data(data: dict, max_output_chars: int) -> dict:
+    """Structured content held to STRUCTURED_PER_TEXT × max_output_chars characters of JSON, as the
+    text is held to max_output_chars: the largest lists are cut (the outermost first, to the share
+    that fits) and the cut is said under `structured_cut`: {"limit_chars": N, "lists": {path: [kept, of]}}.
+
+    >>> data = {"rows": [{"id": str(i)} for i in range(1000)], "total": 1000}
+    >>> out = bounded_data(data, 500)
+    >>> len(json.dumps(out)) <= 500, out["structured_cut"]["lists"]["rows"][1], out["total"]
+    (True, 1000, 1000)
+    """
+    budget = STRUCTURED_PER_TEXT * max_output_chars
+    size = _json_chars(data)
+    if size <= budget:
+        return data
+    cuts: dict[str, list[int]] = {}
+    for _ in range(32):  # each round cuts the largest list to its share: a few rounds at most
+        lists = list(_lists(data, ""))
+        if not lists:
+            break
+        where, items, chars = max(lists, key=lambda found: found[2])
+        room = budget - 200 - (size - chars)  # 200: the note itself
+        keep = max(0, min(len(items) - 1, len(items) * max(room, 0) // max(chars, 1)))
+        cuts.setdefault(where, [0, len(items)])[0] = keep
+        del items[keep:]
+        size = _json_chars(data)
+        if size <= budget - 200:
+            break
+    data["structured_cut"] = {"limit_chars": budget, "lists": cuts}
+    return data
+
+
+def _json_chars(value) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _lists(value, where: str):
+    """(path, list, its JSON characters) for every non-empty list in `value`."""
+    if isinstance(value, list):
+        if value:
+            yield where, value, _json_chars(value)
+        for i, item in enumerate(value):
+            yield from _lists(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _lists(item, f"{where}.{key}" if where else key)
 
 
 def cell(text: str | None, settings: Settings) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from kg_mcp.backends import Backend
+from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import ToolOutput, capped, plural, table
 
@@ -35,12 +36,12 @@ def find_entities(backend: Backend, settings: Settings, name: str, limit: int = 
     ]
     if not rows:
         text = (
-            f"find_entities {name!r}: no entity has this name or one close to it (looked up by {found.method}). "
+            f"find_entities {quoted(name)}: no entity has this name or one close to it (looked up by {found.method}). "
             "Try a shorter or differently spelled name."
         )
     else:
         text = (
-            f"find_entities {name!r}: {plural(len(rows), 'entity')} (best first; degree = number of edges; "
+            f"find_entities {quoted(name)}: {plural(len(rows), 'entity')} (best first; degree = number of edges; "
             f"looked up by {found.method}).\n"
         ) + table(
             ("id", "label", "description", "degree", "match"),

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 import pyoxigraph as ox
 from pydantic import BaseModel
 
+from kg_mcp import deadline as call_deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput, KGError
+from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
@@ -106,8 +108,10 @@ def follow(
         steps = _resolve_steps(backend, path_refs)
         branches.append(_Branch(list(dict.fromkeys(starts)), steps, _Walk()))
     frontier_cap = settings.search_p
-    # One deadline for the whole call (each query also has its own): no new hop starts past it.
-    deadline = time.monotonic() + settings.timeout_s
+    # One deadline for the whole walk (each query also has its own): no new hop starts past it.
+    # The call's own deadline (kg_mcp.deadline) ends it sooner when less of it is left.
+    left = call_deadline.left()
+    deadline = time.monotonic() + (settings.timeout_s if left is None else min(settings.timeout_s, left))
     for branch in branches:
         branch.walk = _walk(backend, {s: Counter({s: 1}) for s in branch.starts}, branch.steps, frontier_cap, deadline)
     ends = _intersect(backend, branches, frontier_cap, deadline)
@@ -139,7 +143,7 @@ def _branch_specs(entity: str, path: list[str], entities: list[str], paths: list
         for i, branch in enumerate(paths, 1):
             if len(branch) < 2:
                 raise InvalidInput(
-                    f"paths[{i - 1}] needs a start entity and at least one relation; got {branch!r}.",
+                    f"paths[{i - 1}] needs a start entity and at least one relation; got {quoted(str(branch))}.",
                     "Write each path as [start entity, relation, relation, ...], e.g. ['kg:Forward', '~position'].",
                 )
             specs.append(([branch[0]], list(branch[1:])))

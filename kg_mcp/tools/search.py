@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
+from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, plural, table
 
@@ -94,7 +95,7 @@ def parse_direction(direction: str) -> Direction:
     try:
         return Direction(direction)
     except ValueError:
-        raise InvalidInput(f"direction must be 'outgoing' or 'incoming', not {direction!r}.") from None
+        raise InvalidInput(f"direction must be 'outgoing' or 'incoming', not {quoted(direction)}.") from None
 
 
 def check_limit(limit: int, settings: Settings) -> int:
@@ -111,8 +112,8 @@ def filter_predicates(backend: Backend, wanted: list[str]) -> list:
     for ref in wanted:
         if ref.strip().startswith("~"):
             raise InvalidInput(
-                f"{ref!r}: search takes plain properties; the direction argument picks incoming edges.",
-                f"Pass {ref.strip()[1:]!r} with direction='incoming'.",
+                f"{quoted(ref)}: search takes plain properties; the direction argument picks incoming edges.",
+                f"Pass {quoted(ref.strip()[1:])} with direction='incoming'.",
             )
         predicate, _ = backend.resolve_relation(ref)
         predicates.append(predicate)

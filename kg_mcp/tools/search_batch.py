@@ -11,6 +11,7 @@ from __future__ import annotations
 import pyoxigraph as ox
 from pydantic import BaseModel
 
+from kg_mcp import deadline
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings
@@ -48,6 +49,7 @@ def _nodes(backend: Backend, refs: list[str]) -> list[tuple[str, ox.NamedNode]]:
         raise InvalidInput(f"At most {MAX_ENTITIES} entities at once; got {len(refs)}.", "Split them over several calls.")
     seen: dict[ox.NamedNode, str] = {}
     for ref in refs:
+        deadline.check()
         seen.setdefault(backend.resolve_entity(ref, check=False), ref)
     return [(ref, node) for node, ref in seen.items()]
 
@@ -67,6 +69,7 @@ def search_many(
     budget = row_limit or settings.search_p
     parts: list[tuple[ox.NamedNode, str, int, list[Neighbour]]] = []  # node, view, total, rows
     for ref, node in nodes:
+        deadline.check()
         left = budget - sum(len(p[3]) for p in parts)
         if predicates:
             found = _in_order(backend.neighbours(node, way, predicates, left + 1) if left > 0 else [])
@@ -184,6 +187,7 @@ def explore_many(backend: Backend, settings: Settings, refs: list[str], chosen: 
     walked = []  # (node, predicate, direction, values, total)
     for _, node in nodes:
         for predicate, direction in chosen:
+            deadline.check()
             left = budget - sum(len(w[3]) for w in walked)
             found = backend.neighbours(node, direction, [predicate], left + 1) if left > 0 else []
             complete = left > 0 and len(found) <= left

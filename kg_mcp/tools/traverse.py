@@ -18,13 +18,14 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 from pydantic import BaseModel
 
+from kg_mcp import deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput
 from kg_mcp.ranking import GraphRanker, Link, RankItem, Ranker, top_k
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural
-from kg_mcp.traversal import Candidate, Node, Tree
+from kg_mcp.traversal import MAX_CANDIDATES, Candidate, Node, Tree, cut_label
 
 FETCH_BUDGET = 1000  # edges read around one entity
 DEFAULT_TOP_K = 20
@@ -169,13 +170,15 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
         value_id = namer.id(edge.value)
         if value_id not in best:
             relation = namer.id(edge.predicate)
-            best[value_id] = Candidate(
-                id=value_id,
-                label=namer.label(edge.value),
-                relation=relation if edge.direction is Direction.OUTGOING else f"~{relation}",
-                score=round(view.scores[i], 4),
+            best[value_id] = Candidate.kept(
+                value_id,
+                namer.label(edge.value),
+                relation if edge.direction is Direction.OUTGOING else f"~{relation}",
+                round(view.scores[i], 4),
             )
-    tree.add(Node(id=namer.id(node), label=namer.label(node), parent=parent, via=via, candidates=list(best.values())))
+            if len(best) >= MAX_CANDIDATES:
+                break
+    tree.add(Node(id=namer.id(node), label=cut_label(namer.label(node)), parent=parent, via=via, candidates=list(best.values())))
 
 
 def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:
@@ -253,6 +256,7 @@ def _neighbourhood(backend: Backend, node: ox.NamedNode, question: str, ranker: 
         order = list(range(len(counts)))
     edges: list[Edge] = []
     for i in order:
+        deadline.check()
         left = FETCH_BUDGET - len(edges)
         if left <= 0:
             break
@@ -270,10 +274,10 @@ def graph_items(backend: Backend, namer: Namer, node: ox.NamedNode, edges: list[
     """Each edge's candidate with up to `context_size` of its own neighbours per direction, for a
     graph-aware ranker (labels through `namer`, which learns the new terms)."""
     others = dict.fromkeys(e.value for e in edges if isinstance(e.value, ox.NamedNode) and e.value != node)
-    around = {
-        c: [(n, way) for way in (Direction.OUTGOING, Direction.INCOMING) for n in backend.neighbours(c, way, None, context_size)]
-        for c in others
-    }
+    around = {}
+    for c in others:
+        deadline.check()
+        around[c] = [(n, way) for way in (Direction.OUTGOING, Direction.INCOMING) for n in backend.neighbours(c, way, None, context_size)]
     namer.add(t for pairs in around.values() for n, _ in pairs for t in (n.predicate, n.value))
 
     def link(predicate: ox.NamedNode, direction: Direction, value: Term) -> Link:

@@ -4,6 +4,10 @@ Each claim is a triple (subject, relation, object; ids or exact labels) or a pat
 A triple is `supported` (the KG has it), `conflicting` (the KG has other values for that subject
 and relation: they are listed), `not_found`, or `unknown_entity`. A path takes the status of its
 first hop that is not supported.
+
+A call is bounded: at most MAX_CLAIMS claims and MAX_TOTAL_HOPS triples in all (each read once),
+the call's deadline checked before every triple, and each verdict keeps at most
+MAX_CONFLICTS_SHOWN values as evidence.
 """
 
 from __future__ import annotations
@@ -14,15 +18,19 @@ from typing import Literal
 import pyoxigraph as ox
 from pydantic import BaseModel, Field
 
+from kg_mcp import deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput, KGError, UnknownEntity, UnknownRelation
 from kg_mcp.ids import check_text
+from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
 MAX_CLAIMS = 50
 MAX_HOPS = 10
-MAX_CONFLICTS_SHOWN = 20
+MAX_TOTAL_HOPS = 100  # triples checked in one call, over all claims and paths
+MAX_CONFLICTS_SHOWN = 20  # values a verdict's reason lists
+MAX_EVIDENCE = 5  # triples a verdict's structured evidence keeps (evidence_total says how many there were)
 _MIDNIGHT = re.compile(r"T00:00:00Z$")
 
 Status = Literal["supported", "conflicting", "not_found", "unknown_entity"]
@@ -49,6 +57,7 @@ class HopVerdict(BaseModel):
     status: Status
     reason: str
     evidence: list[Evidence] = []
+    evidence_total: int = 0  # the KG's triples behind the verdict; evidence keeps the first MAX_EVIDENCE
 
 
 class ClaimVerdict(BaseModel):
@@ -64,12 +73,21 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
     if not claims:
         raise InvalidInput("claims is empty.", "Pass claims like {'subject': ..., 'relation': ..., 'object': ...}.")
     if len(claims) > MAX_CLAIMS:
-        raise InvalidInput(f"At most {MAX_CLAIMS} claims at once; got {len(claims)}.")
+        raise InvalidInput(f"At most {MAX_CLAIMS} claims at once; got {len(claims)}.", "Split them over several calls.")
+    triples = sum(len(c.path) if isinstance(c, PathClaim) else 1 for c in claims)
+    if triples > MAX_TOTAL_HOPS:
+        raise InvalidInput(
+            f"At most {MAX_TOTAL_HOPS} triples are checked in one call (over all claims and path hops); got {triples}.",
+            "Split the claims over several calls.",
+        )
     namer = Namer(backend, settings)
     verdicts = []
     for claim in claims:
         hops = claim.path if isinstance(claim, PathClaim) else [claim]
-        checked = [_check(backend, namer, hop) for hop in hops]
+        checked = []
+        for hop in hops:
+            deadline.check()
+            checked.append(_check(backend, namer, hop))
         status = next((h.status for h in checked if h.status != "supported"), "supported")
         verdicts.append(ClaimVerdict(status=status, hops=checked))
     md_rows = []
@@ -84,8 +102,10 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
 
 
 def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
-    def verdict(status: Status, reason: str, evidence=()) -> HopVerdict:
-        return HopVerdict(claim=claim, status=status, reason=reason, evidence=list(evidence))
+    echo = _echo(claim, namer.settings.max_cell_chars)
+
+    def verdict(status: Status, reason: str, evidence=(), total: int = 0) -> HopVerdict:
+        return HopVerdict(claim=echo, status=status, reason=reason, evidence=list(evidence), evidence_total=total)
 
     try:
         subjects = _entities(backend, claim.subject)
@@ -96,18 +116,24 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
     except UnknownRelation as e:
         return verdict("not_found", f"relation: {e.message}")
     target = check_text(claim.object, "object")
+    try:
+        object_node = backend.vocab.parse(target)
+    except KGError:
+        object_node = None
     namer.add([predicate])
     relation = namer.id(predicate)
     cap = namer.settings.search_p
     seen_values = []
     for subject in subjects:
         values = [n.value for n in backend.neighbours(subject, direction, [predicate], cap)]
-        namer.add([subject, *values])
-        matches = [v for v in values if _same(backend, namer, v, target)]
+        # An id is matched without labels: only a name needs every value's label.
+        namer.add([subject, *values] if object_node is None else [subject])
+        matches = [v for v in values if _same(backend, namer, v, target, object_node)]
         if matches:
-            evidence = [_evidence(namer, subject, relation, direction, v) for v in matches]
+            namer.add(matches[:MAX_EVIDENCE])
+            evidence = [_evidence(namer, subject, relation, direction, v) for v in matches[:MAX_EVIDENCE]]
             shown = ", ".join(namer.value_text(v) for v in matches[:5])
-            return verdict("supported", f"{namer.heading(subject)} {_arrow(relation, direction)} {shown}", evidence)
+            return verdict("supported", f"{namer.heading(subject)} {_arrow(relation, direction)} {shown}", evidence, len(matches))
         seen_values += [(subject, v) for v in values]
     if not seen_values:
         try:
@@ -116,20 +142,27 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
         except UnknownEntity as e:
             return verdict("unknown_entity", f"subject: {e.message}")
     if seen_values:
+        listed_values = seen_values[:MAX_CONFLICTS_SHOWN]
+        namer.add(v for _, v in listed_values)
         listed = ", ".join(
-            f"{namer.value_text(v)}" + (f" ({namer.label(v)})" if namer.label(v) else "") for _, v in seen_values[:MAX_CONFLICTS_SHOWN]
+            f"{namer.value_text(v)}" + (f" ({namer.label(v)})" if namer.label(v) else "") for _, v in listed_values
         )
         more = f" and {len(seen_values) - MAX_CONFLICTS_SHOWN} more" if len(seen_values) > MAX_CONFLICTS_SHOWN else ""
-        evidence = [_evidence(namer, s, relation, direction, v) for s, v in seen_values[:MAX_CONFLICTS_SHOWN]]
-        return verdict("conflicting", f"the KG has {relation} = {listed}{more}", evidence)
-    try:
-        object_node = backend.vocab.parse(target)
-    except KGError:
-        object_node = None
+        evidence = [_evidence(namer, s, relation, direction, v) for s, v in listed_values[:MAX_EVIDENCE]]
+        return verdict("conflicting", f"the KG has {relation} = {listed}{more}", evidence, len(seen_values))
     if object_node is not None and not backend.exists(object_node):
-        return verdict("unknown_entity", f"object: {target} is not in the KG")
+        return verdict("unknown_entity", f"object: {quoted(target)} is not in the KG")
     subject_text = ", ".join(namer.heading(s) for s in subjects)
     return verdict("not_found", f"{subject_text} has no {_arrow(relation, direction)} triples")
+
+
+def _echo(claim: TripleClaim, chars: int) -> TripleClaim:
+    """The claim as the verdict repeats it, each part cut as a table cell is."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= chars else text[: chars - 1] + "…"
+
+    return TripleClaim(subject=cut(claim.subject), relation=cut(claim.relation), object=cut(claim.object))
 
 
 def _entities(backend: Backend, ref: str) -> list[ox.NamedNode]:
@@ -144,18 +177,15 @@ def _entities(backend: Backend, ref: str) -> list[ox.NamedNode]:
         raise
 
 
-def _same(backend: Backend, namer: Namer, value, target: str) -> bool:
-    """Does a KG value match what the claim wrote: its id, its label, or its literal text?"""
+def _same(backend: Backend, namer: Namer, value, target: str, node: ox.NamedNode | None) -> bool:
+    """Does a KG value match what the claim wrote (`node`: the claim's object parsed as an id, or
+    None): its id, its label, or its literal text?"""
     if isinstance(value, ox.Literal):
         return _norm(value.value) == _norm(target) or _norm(namer.value_text(value)) == _norm(target)
+    if node is not None:
+        return node == value or value.value == target.strip("<>")
     if backend.vocab.compact(value) == target or value.value == target.strip("<>"):
         return True
-    try:
-        node = backend.vocab.parse(target)
-    except KGError:
-        node = None
-    if node is not None:
-        return node == value
     label = namer.label(value)
     return label is not None and _norm(label) == _norm(target)
 

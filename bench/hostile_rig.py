@@ -1,0 +1,296 @@
+"""The rig behind bench/hostile.py: a `kg-mcp serve` to attack, what it uses, and the clients.
+
+`Served` runs `kg-mcp serve --transport http --auth-token-env ... --store S --enable-sparql` on a
+free loopback port, its log in a file (its size is a measure), its open-file limit set to the
+common 1,024 (the server may raise it itself), and reads its RSS and CPU from /proc. `RawSession`
+speaks MCP over plain HTTP (initialize, then JSON-RPC posts), for attackers that are cheap to
+cancel; `LightClient` is the SDK's own `Client`, an innocent user whose latency is measured.
+`Canary` is an HTTP server on 127.0.0.1 counting who reaches it. Nothing leaves 127.0.0.0/8.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from bench.common import REPO, free_port, stop, wait_http
+
+TOKEN = "kgmcp-hostile-bench-token-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+# The innocent user's calls: a small film and a name lookup on MetaQA.
+LIGHT = [("get_relations", {"entity": "kg:Catch_Me_If_You_Can"}), ("find_entities", {"name": "Catch Me If You Can"})]
+SERVER_PATH_ENV = "KG_MCP_BENCH_SERVER_PATH"  # serve the kg_mcp package found here (e.g. an old worktree)
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def initialize(request_id: int | str = 1) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "hostile-bench", "version": "1"}},
+    }
+
+
+class Served:
+    """A `kg-mcp serve` subprocess over HTTP with the token; stopped (with its query workers) on exit."""
+
+    def __init__(self, store: Path, work: Path, *extra: str, nofile: int = 1024):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.log_path = work / "hostile-server.log"
+        path = os.environ.get(SERVER_PATH_ENV)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", KG_MCP_BENCH_TOKEN=TOKEN)
+        if path:  # `python -m` puts the working folder first on sys.path: run from there too
+            env["PYTHONPATH"] = path
+        self.cwd = path or str(REPO)
+        self.env = env
+        command = [sys.executable, "-m", "kg_mcp", "serve", "--transport", "http", "--port", str(self.port)]
+        command += ["--auth-token-env", "KG_MCP_BENCH_TOKEN", "--store", str(store.resolve()), "--enable-sparql", *extra]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=self.cwd, preexec_fn=lambda: _limit_files(nofile)
+            )
+        self.pid = self.process.pid
+        try:
+            wait_http(f"http://127.0.0.1:{self.port}/")
+        except TimeoutError:
+            self.__exit__()
+            raise RuntimeError(f"kg-mcp serve did not start: {self.log_tail()}") from None
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        children = descendants(self.pid)
+        stop(self.process)
+        kill(children)  # a worker left computing would outlive the run
+
+    def package(self) -> str:
+        """Where the served kg_mcp package comes from (the before/after runs must say which)."""
+        code = "import kg_mcp, os; print(os.path.dirname(kg_mcp.__file__))"
+        return subprocess.run([sys.executable, "-c", code], env=self.env, cwd=self.cwd, capture_output=True, text=True).stdout.strip()
+
+    def log_bytes(self) -> int:
+        return self.log_path.stat().st_size
+
+    def log_tail(self, chars: int = 300) -> str:
+        return self.log_path.read_bytes()[-chars:].decode("utf-8", "replace")
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.pid)
+
+    def workers_rss_mb(self) -> float:
+        """Resident memory of the server's child processes (its query workers), summed."""
+        return sum(rss_mb(pid) for pid in descendants(self.pid))
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the server, its waited-for children and its live ones."""
+        return _cpu_s(self.pid, children=True) + sum(_cpu_s(pid) for pid in descendants(self.pid))
+
+
+def _limit_files(soft: int) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard), hard))
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _cpu_s(pid: int, children: bool = False) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = fields[11:15] if children else fields[11:13]  # utime stime (cutime cstime)
+    return sum(int(t) for t in ticks) / _TICK
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [child for child, parent in parents.items() if parent in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class RawSession:
+    """An MCP session over bare HTTP posts: cheap to open by the thousand and to abandon mid-call."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str):
+        self.http, self.url, self.session_id, self.ids = http, url, None, 1
+
+    async def open(self) -> int:
+        """Initialize (and say initialized); the status code of the initialize post."""
+        response = await self.http.post(self.url, json=initialize(), headers=HEADERS | AUTH)
+        self.session_id = response.headers.get("mcp-session-id")
+        if response.status_code == 200:
+            notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await self.http.post(self.url, json=notice, headers=self.headers())
+        return response.status_code
+
+    def headers(self) -> dict:
+        return HEADERS | AUTH | ({"mcp-session-id": self.session_id} if self.session_id else {})
+
+    async def post(self, message: dict) -> tuple[int, str]:
+        response = await self.http.post(self.url, content=json.dumps(message), headers=self.headers())
+        return response.status_code, response.text
+
+    async def call(self, tool: str, arguments: dict) -> dict:
+        """The JSON-RPC answer to tools/call (`result` or `error`)."""
+        self.ids += 1
+        _, text = await self.post({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        return answer(text)
+
+
+def answer(text: str) -> dict:
+    """The JSON-RPC message in a JSON or an event-stream body (its last data line)."""
+    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    try:
+        return json.loads(data[-1] if data else text)
+    except (ValueError, IndexError):
+        return {"error": {"message": f"not JSON-RPC: {text[:200]}"}}
+
+
+def result_text(message: dict) -> str:
+    if "error" in message:
+        return str(message["error"].get("message", ""))
+    content = message.get("result", {}).get("content") or [{}]
+    return content[0].get("text", "")
+
+
+class LightClient:
+    """The SDK's client with a session of its own, calling the light tools and timing them."""
+
+    def __init__(self, url: str, timeout: float = 120):
+        self.url, self.timeout = url, timeout
+
+    async def __aenter__(self) -> LightClient:
+        self._http = httpx2.AsyncClient(headers=AUTH, timeout=self.timeout)
+        self._client = Client(streamable_http_client(self.url, http_client=self._http))
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        try:  # in this task: the SDK's cancel scopes belong to it (the HTTP timeout bounds the close)
+            await self._client.__aexit__(*exc)
+        finally:
+            await self._http.aclose()
+
+    async def run(self, count: int | None = None, until: asyncio.Event | None = None, timeout: float | None = None) -> tuple[list[float], int]:
+        """(latencies in s, failures) of `count` calls, or of calls until `until` is set; a call
+        past the timeout counts as the timeout and as a failure."""
+        latencies, failures, i = [], 0, 0
+        timeout = timeout or self.timeout
+        while (count is not None and i < count) or (until is not None and not until.is_set()):
+            tool, arguments = LIGHT[i % len(LIGHT)]
+            started = time.perf_counter()
+            try:
+                result = await asyncio.wait_for(self._client.call_tool(tool, arguments), timeout)
+                failures += bool(result.is_error)
+            except Exception:  # noqa: BLE001 - a refused or stuck call is what is measured
+                failures += 1
+            latencies.append(time.perf_counter() - started)
+            i += 1
+            if until is not None:
+                await asyncio.sleep(0.05)
+        return latencies, failures
+
+
+class Canary:
+    """An HTTP server on 127.0.0.1 that counts requests and answers one SPARQL result row."""
+
+    ROW = b'{"head":{"vars":["s"]},"results":{"bindings":[{"s":{"type":"literal","value":"canary-reached"}}]}}'
+
+    def __init__(self):
+        self.hits: list[str] = []
+        canary = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self):
+                canary.hits.append(f"{self.command} {self.path} {self.headers.get('User-Agent')}")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/sparql-results+json")
+                self.send_header("Content-Length", str(len(canary.ROW)))
+                self.end_headers()
+                self.wfile.write(canary.ROW)
+
+            do_GET = do_POST = _answer
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def __enter__(self) -> Canary:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Sampler:
+    """Samples a reading every `every` seconds in a thread; `peak` is the highest seen."""
+
+    def __init__(self, read, every: float = 0.1, stop_above: float | None = None, on_stop=None):
+        self.read, self.every, self.stop_above, self.on_stop = read, every, stop_above, on_stop
+        self.peak, self.stopped, self._done = 0.0, False, threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            value = self.read()
+            self.peak = max(self.peak, value)
+            if self.stop_above is not None and value > self.stop_above and not self.stopped:
+                self.stopped = True  # the bench's own safety cap: the machine is shared
+                self.on_stop()
+            self._done.wait(self.every)

@@ -1,0 +1,137 @@
+"""The bounds of the HTTP transports (`serve --transport http|sse`): how long a client may take to
+send a request, how many connections and sessions one client and all of them may hold, and which
+peers may speak for others (X-Forwarded-For). The guards that apply them: kg_mcp.http_connections
+(sockets), kg_mcp.http_sessions (MCP sessions), kg_mcp.http_guards (Host/Origin, JSON-RPC ids).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from dataclasses import dataclass, field
+
+from kg_mcp.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# File descriptors kept free for the store, query workers, logs and the listening socket, on top of
+# those already open when the server starts.
+FD_RESERVE = 256
+MIN_CONNECTIONS = 16
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Every bound of the HTTP layer; 0 for a count means "automatic" (max_connections) or "off".
+
+    Defaults, and why: a client that has not sent its request head in 10 s is not a slow client but
+    a held socket (any real client sends it at once); 30 s covers a 4 MiB body on a slow link. One
+    address may hold 256 connections (a team behind one NAT, each MCP client using 2-3) and 64
+    sessions (clients that forget to close theirs lose their oldest idle ones, nobody else's); all
+    clients together 1,000 sessions (about 33 KB each), closed after 30 idle minutes.
+    """
+
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 0  # 0: the open-file limit less a reserve (see connection_cap)
+    max_connections_per_client: int = 256
+    max_sessions: int = 1000
+    max_sessions_per_client: int = 64
+    session_idle_timeout_s: float = 1800.0
+    trusted_proxies: tuple[str, ...] = ()
+    networks: tuple[Network, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "networks", tuple(parse_proxies(self.trusted_proxies)))
+        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0 or self.session_idle_timeout_s <= 0:
+            raise ConfigError("HTTP timeouts must be positive numbers of seconds.")
+        if min(self.max_connections, self.max_connections_per_client) < 0 or min(self.max_sessions, self.max_sessions_per_client) < 1:
+            raise ConfigError("Connection caps must be 0 (automatic/off) or more, session caps 1 or more.")
+
+    @classmethod
+    def from_settings(cls, settings, **overrides) -> HttpLimits:
+        """The limits a Settings object names, with the non-None `overrides` (CLI flags) on top."""
+        values = {
+            "header_timeout_s": settings.header_timeout_s,
+            "body_timeout_s": settings.body_timeout_s,
+            "max_connections": settings.max_connections,
+            "max_connections_per_client": settings.max_connections_per_client,
+            "max_sessions": settings.max_sessions,
+            "max_sessions_per_client": settings.max_sessions_per_client,
+            "session_idle_timeout_s": settings.session_idle_timeout_s,
+            "trusted_proxies": tuple(settings.trusted_proxies),
+        }
+        values.update({k: (tuple(v) if k == "trusted_proxies" else v) for k, v in overrides.items() if v not in (None, ())})
+        return cls(**values)
+
+    def is_trusted_proxy(self, address: str | None) -> bool:
+        """Whether a peer address is one of the --trusted-proxy addresses or networks."""
+        if not address or not self.networks:
+            return False
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.networks)
+
+    @property
+    def forwarded_allow_ips(self) -> str:
+        """uvicorn's forwarded_allow_ips: only these peers' X-Forwarded-For is read."""
+        return ",".join(str(n) for n in self.networks)
+
+
+def parse_proxies(entries) -> list[Network]:
+    """--trusted-proxy values (an address or a network: 10.0.0.5, 10.0.0.0/8, ::1) as networks."""
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"--trusted-proxy {str(entry)[:60]!r} is not an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/8)."
+            ) from None
+    return networks
+
+
+def raise_file_limit() -> int:
+    """Raise the soft open-file limit to the hard one where allowed; return the soft limit now in force."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX: nothing to raise, and no limit we can read
+        return 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.info("open-file limit raised from %d to %d", soft, target)
+            soft = target
+        except (ValueError, OSError) as error:
+            log.warning("could not raise the open-file limit from %d: %s", soft, error)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def open_files() -> int:
+    """File descriptors this process holds now (0 where the platform does not tell)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    return 0
+
+
+def connection_cap(limits: HttpLimits) -> int:
+    """The most connections to hold at once: below the open-file limit, so accept() never fails.
+
+    The soft limit is raised to the hard one first; the cap leaves the files open now (store,
+    workers, logs) and FD_RESERVE more free. A --max-connections above that is lowered to it.
+    """
+    soft = raise_file_limit()
+    room = max(MIN_CONNECTIONS, soft - open_files() - FD_RESERVE)
+    if limits.max_connections and limits.max_connections > room:
+        log.warning("--max-connections %d is above what the open-file limit (%d) leaves: using %d", limits.max_connections, soft, room)
+    return min(limits.max_connections, room) if limits.max_connections else room

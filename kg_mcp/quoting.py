@@ -1,0 +1,27 @@
+"""Input quoted in error messages: a short prefix, never the whole of what a client sent."""
+
+from __future__ import annotations
+
+QUOTE_CHARS = 80
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """`value` as an error message quotes it: repr() of at most `limit` characters, '…' and the
+    length when cut.
+
+    >>> quoted("kg:Drama"), quoted("x" * 100, 5)
+    ("'kg:Drama'", "'xxxxx…' (100 characters)")
+    """
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit] + '…'!r} ({len(text):,} characters)"
+
+
+def clipped(text: str, limit: int = QUOTE_CHARS) -> str:
+    """`text` as a message shows it unquoted: whole when short, else its first `limit` characters and '…'.
+
+    >>> clipped("kg:Drama"), clipped("x" * 100, 5)
+    ('kg:Drama', 'xxxxx…')
+    """
+    return text if len(text) <= limit else text[:limit] + "…"
