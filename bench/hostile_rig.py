@@ -21,18 +21,22 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.common import REPO, free_port, stop, wait_http
+from bench.common import REPO, Row, free_port, percentile, stop, wait_http
 
 TOKEN = "kgmcp-hostile-bench-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 # The innocent user's calls: a small film and a name lookup on MetaQA.
-LIGHT = [("get_relations", {"entity": "kg:Catch_Me_If_You_Can"}), ("find_entities", {"name": "Catch Me If You Can"})]
+LIGHT = [
+    ("get_relations", {"entity": "kg:Catch_Me_If_You_Can"}),
+    ("find_entities", {"name": "Catch Me If You Can"}),
+]
 SERVER_PATH_ENV = "KG_MCP_BENCH_SERVER_PATH"  # serve the kg_mcp package found here (e.g. an old worktree)
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -42,7 +46,11 @@ def initialize(request_id: int | str = 1) -> dict:
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "hostile-bench", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "hostile-bench", "version": "1"},
+        },
     }
 
 
@@ -60,19 +68,28 @@ class Served:
         self.cwd = path or str(REPO)
         self.env = env
         command = [sys.executable, "-m", "kg_mcp", "serve", "--transport", "http", "--port", str(self.port)]
-        command += ["--auth-token-env", "KG_MCP_BENCH_TOKEN", "--store", str(store.resolve()), "--enable-sparql", *extra]
+        command += [
+            "--auth-token-env",
+            "KG_MCP_BENCH_TOKEN",
+            "--store",
+            str(store.resolve()),
+            "--enable-sparql",
+            *extra,
+        ]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                command, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=self.cwd, preexec_fn=lambda: _limit_files(nofile)
+                command, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=self.cwd
             )
         self.pid = self.process.pid
+        _, hard = resource.prlimit(self.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(self.pid, resource.RLIMIT_NOFILE, (min(nofile, hard), hard))
         try:
             wait_http(f"http://127.0.0.1:{self.port}/")
         except TimeoutError:
             self.__exit__()
             raise RuntimeError(f"kg-mcp serve did not start: {self.log_tail()}") from None
 
-    def __enter__(self) -> Served:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -83,7 +100,14 @@ class Served:
     def package(self) -> str:
         """Where the served kg_mcp package comes from (the before/after runs must say which)."""
         code = "import kg_mcp, os; print(os.path.dirname(kg_mcp.__file__))"
-        return subprocess.run([sys.executable, "-c", code], env=self.env, cwd=self.cwd, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
 
     def log_bytes(self) -> int:
         return self.log_path.stat().st_size
@@ -98,14 +122,12 @@ class Served:
         """Resident memory of the server's child processes (its query workers), summed."""
         return sum(rss_mb(pid) for pid in descendants(self.pid))
 
+    def kill_workers(self) -> None:
+        kill(descendants(self.pid))
+
     def cpu_s(self) -> float:
         """CPU seconds of the server, its waited-for children and its live ones."""
         return _cpu_s(self.pid, children=True) + sum(_cpu_s(pid) for pid in descendants(self.pid))
-
-
-def _limit_files(soft: int) -> None:
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard), hard))
 
 
 def rss_mb(pid: int) -> float:
@@ -176,7 +198,14 @@ class RawSession:
     async def call(self, tool: str, arguments: dict) -> dict:
         """The JSON-RPC answer to tools/call (`result` or `error`)."""
         self.ids += 1
-        _, text = await self.post({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        _, text = await self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": self.ids,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
+        )
         return answer(text)
 
 
@@ -202,7 +231,7 @@ class LightClient:
     def __init__(self, url: str, timeout: float = 120):
         self.url, self.timeout = url, timeout
 
-    async def __aenter__(self) -> LightClient:
+    async def __aenter__(self) -> Self:
         self._http = httpx2.AsyncClient(headers=AUTH, timeout=self.timeout)
         self._client = Client(streamable_http_client(self.url, http_client=self._http))
         await self._client.__aenter__()
@@ -214,7 +243,9 @@ class LightClient:
         finally:
             await self._http.aclose()
 
-    async def run(self, count: int | None = None, until: asyncio.Event | None = None, timeout: float | None = None) -> tuple[list[float], int]:
+    async def run(
+        self, count: int | None = None, until: asyncio.Event | None = None, timeout: float | None = None
+    ) -> tuple[list[float], int]:
         """(latencies in s, failures) of `count` calls, or of calls until `until` is set; a call
         past the timeout counts as the timeout and as a failure."""
         latencies, failures, i = [], 0, 0
@@ -237,7 +268,9 @@ class LightClient:
 class Canary:
     """An HTTP server on 127.0.0.1 that counts requests and answers one SPARQL result row."""
 
-    ROW = b'{"head":{"vars":["s"]},"results":{"bindings":[{"s":{"type":"literal","value":"canary-reached"}}]}}'
+    ROW = (
+        b'{"head":{"vars":["s"]},"results":{"bindings":[{"s":{"type":"literal","value":"canary-reached"}}]}}'
+    )
 
     def __init__(self):
         self.hits: list[str] = []
@@ -262,7 +295,7 @@ class Canary:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
-    def __enter__(self) -> Canary:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -278,7 +311,7 @@ class Sampler:
         self.peak, self.stopped, self._done = 0.0, False, threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -294,3 +327,21 @@ class Sampler:
                 self.stopped = True  # the bench's own safety cap: the machine is shared
                 self.on_stop()
             self._done.wait(self.every)
+
+
+def ms(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (seconds) in milliseconds."""
+    return percentile(values, q) * 1e3
+
+
+def latency_rows(
+    name: str, base: list[float], during: list[float], failures: int, goal: str = "<= 20"
+) -> list[Row]:
+    """The light calls' p99 under an attack against their p99 before it."""
+    note = f"p50 {ms(during, 0.5):.0f} ms vs {ms(base, 0.5):.0f} ms; {len(during)} light calls, {failures} failed or timed out"
+    return [Row(f"{name}: light call p99", ms(during, 0.99), ms(base, 0.99), "ms", goal, note)]
+
+
+def load() -> str:
+    """The load average, noted with each attack: the machine is shared."""
+    return "load avg " + " ".join(f"{x:.2f}" for x in os.getloadavg())

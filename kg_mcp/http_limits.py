@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from kg_mcp.errors import ConfigError
+from kg_mcp.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,10 @@ FD_RESERVE = 256
 MIN_CONNECTIONS = 16
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _default(name: str):
+    return Settings.model_fields[name].default
 
 
 @dataclass(frozen=True)
@@ -34,13 +39,14 @@ class HttpLimits:
     clients together 1,000 sessions (about 33 KB each), closed after 30 idle minutes.
     """
 
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    max_connections: int = 0  # 0: the open-file limit less a reserve (see connection_cap)
-    max_connections_per_client: int = 256
-    max_sessions: int = 1000
-    max_sessions_per_client: int = 64
-    session_idle_timeout_s: float = 1800.0
+    # The defaults are the settings' own (kg_mcp.settings), written once there.
+    header_timeout_s: float = _default("header_timeout_s")
+    body_timeout_s: float = _default("body_timeout_s")
+    max_connections: int = _default("max_connections")  # 0: the open-file limit less a reserve (connection_cap)
+    max_connections_per_client: int = _default("max_connections_per_client")
+    max_sessions: int = _default("max_sessions")
+    max_sessions_per_client: int = _default("max_sessions_per_client")
+    session_idle_timeout_s: float = _default("session_idle_timeout_s")
     trusted_proxies: tuple[str, ...] = ()
     networks: tuple[Network, ...] = field(init=False, repr=False, compare=False)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from typing import Literal
 
 import anyio
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+GIL_SWITCH_S = 0.0005  # see serve()
 
 
 class KGServer(MCPServer):
@@ -244,6 +246,9 @@ def serve(
     counter = ConnectionCounter(limits, connection_cap(limits))
     config.http = guarded_protocol(limits, counter)
     install_log_filter([*logging.getLogger().handlers, *logging.getLogger("uvicorn").handlers])
+    # Long calls run on worker threads (kg_mcp.tools); every time the event loop wants the GIL back
+    # from them it waits up to the switch interval (5 ms by default), many times per request.
+    sys.setswitchinterval(GIL_SWITCH_S)
     log.info("HTTP limits: %d connections (%d per client), %d sessions (%d per client)", counter.total_cap,
              limits.max_connections_per_client, limits.max_sessions, limits.max_sessions_per_client)
     uvicorn.Server(config).run()

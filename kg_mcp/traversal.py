@@ -22,8 +22,10 @@ table keeps the most recently used `max_sessions` trees, and fewer when together
 than `max_candidates` neighbours (the least recently used go first); a tree holds at most
 MAX_NODES explored entities, each with at most MAX_CANDIDATES neighbours (every entity a search
 can show: top_k is at most 100), labels cut at LABEL_CHARS. A neighbour takes about 200 bytes, so
-the whole table stays within about 20 MB (STORE_CANDIDATES) however many clients search hubs. Ids are not secrets: a client that guesses another's session id could read
-its tree (only KG data) and move it; drivers use random ids.
+the whole table stays within about 20 MB (STORE_CANDIDATES) however many clients search hubs.
+
+Ids are not secrets: a client that guesses another's session id could read its tree (only KG
+data) and move it; drivers use random ids.
 """
 
 from __future__ import annotations

@@ -279,7 +279,6 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             return call(sparql, query)
 
 
-
 def _lane(var: RunVar[anyio.CapacityLimiter], places: int) -> anyio.CapacityLimiter:
     """The heavy calls' limiter of this event loop (made on first use: a limiter belongs to one loop)."""
     try:
