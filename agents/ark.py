@@ -49,6 +49,7 @@ from kg_mcp.agents.ark_replies import (
     show_entity,
     tool_error_text,
 )
+from kg_mcp.agents.conventions import DEFAULT_CONVENTION, topic_rule
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Message, Model, Sampling
 from kg_mcp.agents.models.json_text import parse_json_object
@@ -73,11 +74,13 @@ class _Ark:
     k_max: int
     sampling: Sampling | None
     profile: str
+    convention: str = DEFAULT_CONVENTION
     steps: list[Step] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)  # every entity shown: id -> label
     system: str = ""
+    schema: bool = False  # --schema: the server's KG summary goes after the system prompt
 
     # --- context --------------------------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class _Ark:
             id_example=ID_EXAMPLES.get(self.profile, "kg:Name"),
             k_max=str(self.k_max),
             answer_form=answer_form,
+            topic_rule=topic_rule(self.convention),
         )
 
     def question_text(self) -> str:
@@ -385,7 +389,7 @@ class _Ark:
         return await self.select("final", schema, self.check_final)
 
     async def solve(self) -> AgentResult:
-        self.system = self.system_prompt()
+        self.system = self.run.kg.with_schema(self.system_prompt(), self.schema)
         limit, preamble = None, ""
         while True:
             if len(self.steps) >= self.k_max:
@@ -435,12 +439,15 @@ async def run_ark(
     k_max: int = 8,
     sampling: Sampling | None = None,
     trace: Trace | None = None,
+    convention: str = DEFAULT_CONVENTION,
+    schema: bool = False,
 ) -> AgentResult:
     """Answer `question` with ARK-V1's loop over the KG behind `kg`.
 
     `topics` {name: id or None} are offered as anchors (names without ids are looked up);
     `yes_no` None guesses from the question's form. `c_max` bounds the attempts of each
-    selection, `k_max` the reasoning steps. `extra` carries the steps, the limit hit (if any)
+    selection, `k_max` the reasoning steps; `convention` names the benchmark's rule on the topic
+    entity (prompts/conventions/). `extra` carries the steps, the limit hit (if any)
     and, for yes/no questions, the verdict "True" / "False" / "None" (None = abstained).
     """
     if c_max < 1 or k_max < 1:
@@ -457,5 +464,7 @@ async def run_ark(
         k_max=k_max,
         sampling=sampling,
         profile=kg.profile,
+        convention=convention,
+        schema=schema,
     )
     return await ark.solve()

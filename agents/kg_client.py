@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kg_mcp.agents.models.base import ToolSpec
+from kg_mcp.prompt_files import read_prompt
 from mcp import Client, StdioServerParameters
 
 
@@ -75,6 +76,19 @@ class KGClient:
         profile = await self._client.read_resource("kg://profile")
         self.profile = json.loads(profile.contents[0].text).get("profile", "generic")
         return self
+
+    @property
+    def schema(self) -> str | None:
+        """The server's summary of its KG (size, ids, relations, hubs): the part of its instructions
+        from the summary's heading on, or None when the server sent none."""
+        heading = read_prompt("server_instructions_kg.md").template.splitlines()[0]
+        at = (self.instructions or "").find(heading)
+        return self.instructions[at:].strip() + "\n" if at >= 0 else None
+
+    def with_schema(self, system: str, schema: bool) -> str:
+        """`system` with the server's KG summary appended when `schema` is set (`--schema`)."""
+        summary = self.schema if schema else None
+        return f"{system.rstrip()}\n\n{summary}" if summary else system
 
     async def __aexit__(self, *exc) -> None:
         if self._stack is not None:

@@ -46,8 +46,9 @@ def user_turn(question: str, topics: dict[str, str]) -> str:
     return read_prompt("kgr/question.md").render(question=question, topics=listed).strip()
 
 
-def prompt_for(profile: str, question: str, topics: dict[str, str], text: str) -> TextPrompt:
-    system = instructions(profile).strip()
+def prompt_for(profile: str, question: str, topics: dict[str, str], text: str, schema: str | None = None) -> TextPrompt:
+    """The prompt of one generation round; `schema` (the server's KG summary, --schema) follows the instructions."""
+    system = instructions(profile).strip() + (f"\n\n{schema.strip()}" if schema else "")
     user = user_turn(question, topics)
     head = read_prompt("kgr/completion.md").render(instructions=system, user=user).rstrip() + " "
     return TextPrompt(system=system, user=user, head=head, prefix=OPEN + text)
@@ -63,12 +64,15 @@ async def run_kgr(
     top_k: int | None = None,
     sampling: Sampling | None = None,
     trace: Trace | None = None,
+    schema: bool = False,
 ) -> AgentResult:
     from kg_mcp.agents.models.openai_completions import text_model_for
 
     run = Run("kgr", question, kg, trace)
     resolved = await resolve_topics(run, topics or {})
-    return await _Reasoner(run, text_model_for(model), resolved, top_k, sampling).go(max_rounds)
+    reasoner = _Reasoner(run, text_model_for(model), resolved, top_k, sampling)
+    reasoner.schema = kg.schema if schema else None
+    return await reasoner.go(max_rounds)
 
 
 class _Reasoner:
@@ -84,6 +88,7 @@ class _Reasoner:
         self.known: dict[str, str | None] = {entity_id: name for name, entity_id in topics.items()}
         self.searches = 0
         self.format_errors: list[str] = []
+        self.schema: str | None = None  # the server's KG summary (--schema), after the instructions
 
     async def go(self, max_rounds: int) -> AgentResult:
         for _ in range(max_rounds):
@@ -134,7 +139,7 @@ class _Reasoner:
 
     async def _generate(self) -> TextReply:
         run = self.run
-        prompt = prompt_for(run.kg.profile, run.question, self.topics, self.text)
+        prompt = prompt_for(run.kg.profile, run.question, self.topics, self.text, self.schema)
         run.turns += 1
         run.trace.event(
             "model_request",

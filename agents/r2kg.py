@@ -13,6 +13,10 @@ Without a Supervisor the Operator answers itself (its verification call carries 
 `kg_mcp.agents.r2kg_consistency` runs that single-agent version several times (prompt variants or
 temperatures) and gives an answer only when every run gives the same answer set.
 
+The two-agent `verification` call takes no arguments, as the paper's Verification(G, R) hands the
+Supervisor the collected triples G and relation lists R, and nothing the Operator writes: the
+Supervisor judges the evidence itself, not the cheaper model's reading of it.
+
 Rules where the paper and the issue are silent (also listed in the report):
 - A turn is one Operator request; Supervisor requests do not count towards the limit.
 - KG calls of a turn run in the order given; a verification in the same turn runs after them,
@@ -37,6 +41,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kg_mcp.agents.conventions import DEFAULT_CONVENTION, topic_rule
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec
 from kg_mcp.agents.r2kg_evidence import Evidence, Verdict, feedback_text, parse_verdict, string_list
@@ -117,12 +122,9 @@ def verification_tool(single: bool) -> ToolSpec:
         )
     return ToolSpec(
         VERIFICATION,
-        "Hand every triple and relation list collected so far to the Supervisor, once you believe they are "
-        "enough to answer the question. The Supervisor answers, or tells you what to explore next.",
-        {
-            "type": "object",
-            "properties": {"note": {"type": "string", "description": "what you found, in a sentence"}},
-        },
+        "Hand every triple and relation list collected so far, with the question, to the Supervisor, once you "
+        "believe they are enough to answer the question. The Supervisor answers, or tells you what to explore next.",
+        {"type": "object", "properties": {}},
     )
 
 
@@ -230,6 +232,37 @@ def _examples(kind: str, role: str) -> str:
     return read_prompt(f"r2kg/examples_{kind}_{role}.md").template.strip()
 
 
+def operator_prompt(
+    kind: str,
+    tools: str,
+    *,
+    single: bool,
+    variant: int = 1,
+    max_iterations: int = 15,
+    convention: str = DEFAULT_CONVENTION,
+) -> str:
+    """The Operator's system prompt: two-agent, or single-agent with prompt `variant` (1..3)."""
+    guide = tool_guide(tools)
+    rule = topic_rule(convention, follow="follow" in TOOL_MODES[tools])
+    if single:
+        variant = (variant - 1) % PROMPT_VARIANTS + 1
+        return read_prompt("r2kg/single.md").render(
+            approach=read_prompt(f"r2kg/single_variant_{variant}.md").template.strip(),
+            examples=_examples(kind, "single"),
+            max_iterations=str(max_iterations),
+            tool_guide=guide,
+            topic_rule=rule,
+        )
+    return read_prompt("r2kg/operator.md").render(
+        examples=_examples(kind, "operator"), max_iterations=str(max_iterations), tool_guide=guide, topic_rule=rule
+    )
+
+
+def supervisor_prompt(kind: str, convention: str = DEFAULT_CONVENTION) -> str:
+    """The Supervisor's system prompt (it calls no tools: the rule without `follow`)."""
+    return read_prompt("r2kg/supervisor.md").render(examples=_examples(kind, "supervisor"), topic_rule=topic_rule(convention))
+
+
 def _topics_text(topics: dict[str, str]) -> str:
     if not topics:
         return "(none given: start from the entities named in the question; get_relations accepts an exact label)"
@@ -257,10 +290,13 @@ async def run_r2kg(
     trace: Trace | None = None,
     prompt_variant: int = 1,
     tools: str = "paper",
+    convention: str = DEFAULT_CONVENTION,
+    schema: bool = False,
 ) -> AgentResult:
     """One R2-KG run; without a Supervisor the Operator answers itself (one single-agent run).
 
     `prompt_variant` (1..3) picks the single-agent Operator prompt; the dual-agent prompt has one.
+    `convention` names the benchmark's rule on the topic entity (prompts/conventions/).
     """
     single = supervisor is None
     run = Run(METHOD if not single else f"{METHOD}-single", question, kg, trace)
@@ -268,22 +304,12 @@ async def run_r2kg(
     resolved = await resolve_topics(run, topics or {})
     evidence = Evidence(topics=resolved)
     kg_specs = mode_specs(kg, tools)
-    guide = tool_guide(tools)
     verify_spec = verification_tool(single)
     offered = [*kg_specs.values(), verify_spec]
-
-    if single:
-        variant = (prompt_variant - 1) % PROMPT_VARIANTS + 1
-        system = read_prompt("r2kg/single.md").render(
-            approach=read_prompt(f"r2kg/single_variant_{variant}.md").template.strip(),
-            examples=_examples(kind, "single"),
-            max_iterations=str(max_iterations),
-            tool_guide=guide,
-        )
-    else:
-        system = read_prompt("r2kg/operator.md").render(
-            examples=_examples(kind, "operator"), max_iterations=str(max_iterations), tool_guide=guide
-        )
+    system = operator_prompt(
+        kind, tools, single=single, variant=prompt_variant, max_iterations=max_iterations, convention=convention
+    )
+    system = kg.with_schema(system, schema)  # --schema: the server's KG summary, for the Operator that explores
     messages = [
         Message("system", system),
         Message(
@@ -332,7 +358,7 @@ async def run_r2kg(
                     return finish([], abstained=True, reasoning=reasoning, stop="operator abstained")
                 return finish(answers, reasoning=reasoning, stop="answered")
 
-            verdict = await _ask_supervisor(run, supervisor, question, evidence, feedback_given, sampling)
+            verdict = await _ask_supervisor(run, supervisor, question, evidence, feedback_given, sampling, convention)
             if verdict.answers is not None:
                 answers = list(dict.fromkeys(evidence.as_label(a) for a in verdict.answers))
                 if turn.verification is not None:
@@ -428,9 +454,9 @@ async def _ask_supervisor(
     evidence: Evidence,
     earlier: list[str],
     sampling: Sampling | None,
+    convention: str,
 ) -> Verdict:
-    kind = kg_kind(run.kg.profile)
-    system = read_prompt("r2kg/supervisor.md").render(examples=_examples(kind, "supervisor"))
+    system = supervisor_prompt(kg_kind(run.kg.profile), convention)
     request = read_prompt("r2kg/supervisor_request.md").render(
         question=question,
         topics=_topics_text(evidence.topics),

@@ -8,6 +8,7 @@ import unicodedata
 from dataclasses import replace
 from typing import Any, Literal
 
+from kg_mcp.agents.conventions import DEFAULT_CONVENTION
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Model, Sampling, Usage
 from kg_mcp.agents.r2kg import METHOD, PROMPT_VARIANTS, run_r2kg
@@ -66,6 +67,8 @@ async def run_r2kg_consistent(
     sampling: Sampling | None = None,
     stop_early: bool = True,
     tools: str = "paper",
+    schema: bool = False,
+    convention: str = DEFAULT_CONVENTION,
 ) -> AgentResult:
     """Single-agent R2-KG with strict self-consistency: an answer only when all runs agree.
 
@@ -104,6 +107,8 @@ async def run_r2kg_consistent(
             trace=_RunTrace(outer.trace, index),
             prompt_variant=variant,
             tools=tools,
+            schema=schema,
+            convention=convention,
         )
         results.append(result)
         for role, usage in result.usage.items():

@@ -8,6 +8,7 @@ without a final answer, the run ends as abstained.
 
 from __future__ import annotations
 
+from kg_mcp.agents.conventions import DEFAULT_CONVENTION, topic_rule
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Message, Model, Sampling, ToolCall, ToolSpec
 from kg_mcp.agents.run import AgentResult, Run, final_answers, resolve_topics
@@ -24,14 +25,18 @@ TOOL_MODES = {"paper": ("search",), "batched": ("search",), "follow": ("search",
 PAPER_ARGUMENTS = ("entity", "direction", "properties_to_filter_for")
 
 
-def system_prompt(profile: str, tools: str = "paper") -> str:
-    """The system prompt with the tool guide and the worked example for this mode and kind of KG."""
+def system_prompt(profile: str, tools: str = "paper", convention: str = DEFAULT_CONVENTION) -> str:
+    """The system prompt with the tool guide, the benchmark's topic-entity rule and the worked
+    example for this mode and kind of KG."""
     kind = EXEMPLARS.get(profile, "generic")
     suffix = "" if tools == "paper" else f"_{tools}"
     exemplars = read_prompt(f"sog/exemplars/{kind}{suffix}.md").template
     id_example = ID_EXAMPLES.get(profile, "kg:Name")
     guide = read_prompt(f"sog/tools_{tools}.md").render(id_example=id_example)
-    return read_prompt("sog/system.md").render(exemplars=exemplars, tool_guide=guide, id_example=id_example)
+    rule = topic_rule(convention, follow="follow" in TOOL_MODES[tools])
+    return read_prompt("sog/system.md").render(
+        exemplars=exemplars, tool_guide=guide, id_example=id_example, topic_rule=rule
+    )
 
 
 def tool_specs(kg: KGClient, tools: str) -> list[ToolSpec]:
@@ -64,11 +69,14 @@ async def run_sog(
     sampling: Sampling | None = None,
     trace: Trace | None = None,
     tools: str = "paper",
+    convention: str = DEFAULT_CONVENTION,
+    schema: bool = False,
 ) -> AgentResult:
     run = Run("sog", question, kg, trace)
     specs = tool_specs(kg, tools)
     resolved = await resolve_topics(run, topics or {})
-    messages = [Message("system", system_prompt(kg.profile, tools)), Message("user", question_message(question, resolved))]
+    system = kg.with_schema(system_prompt(kg.profile, tools, convention), schema)  # --schema: the server's KG summary
+    messages = [Message("system", system), Message("user", question_message(question, resolved))]
     while run.turns < max_turns:
         reply = await run.ask(model, messages, tools=specs, sampling=sampling)
         messages.append(reply.as_message())

@@ -96,6 +96,7 @@ _LIST_CAPS = {
     "paths": 5,  # kg_mcp.tools.follow.MAX_BRANCHES
     ("follow", "entities"): 50,  # kg_mcp.tools.follow.MAX_STARTS
     ("follow", "path"): 6,  # kg_mcp.tools.follow.MAX_HOPS
+    ("follow", "exclude"): 50,  # kg_mcp.tools.follow.MAX_EXCLUDE
 }
 _TEXT_FIX = {
     "question": "Ask the question in a sentence or two.",

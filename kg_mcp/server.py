@@ -31,9 +31,10 @@ from kg_mcp.http_guards import HostOriginGuard, JsonRpcIdCheck
 from kg_mcp.http_limits import HttpLimits, connection_cap
 from kg_mcp.http_sessions import SessionCap
 from kg_mcp.log_repeats import install as install_log_filter
-from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
+from kg_mcp.prompt_files import PromptFile, mcp_prompts
 from kg_mcp.quoting import quoted
 from kg_mcp.rate_limit import RateLimit
+from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.settings import Settings
 from kg_mcp.stdio import serve_stdio
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
@@ -120,18 +121,19 @@ def build_server(
         "kg-mcp",
         title="Knowledge-graph tools",
         version=__version__,
-        instructions=read_prompt("server_instructions.md").template,
+        # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema_summary).
+        instructions=server_instructions(backend, settings),
         log_level="INFO",
         **auth,
     )
     register_tools(server, backend, settings)
-    _add_resources(server, backend)
+    _add_resources(server, backend, settings)
     for prompt in mcp_prompts():
         server.add_prompt(_as_mcp_prompt(prompt))
     return server
 
 
-def _add_resources(server: MCPServer, backend: Backend) -> None:
+def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> None:
     @server.resource("kg://profile", name="profile", description="The KG's schema profile and prefixes (cheap).", mime_type="application/json")
     def profile() -> str:
         vocab = backend.vocab
@@ -145,21 +147,14 @@ def _add_resources(server: MCPServer, backend: Backend) -> None:
             }
         )
 
-    @server.resource("kg://schema", name="schema", description="Prefixes and the most used relations of the KG.", mime_type="application/json")
+    @server.resource(
+        "kg://schema",
+        name="schema",
+        description="Prefixes, the most used relations of the KG with their triples, and its hubs.",
+        mime_type="application/json",
+    )
     def schema() -> str:
-        stats = backend.stats()
-        return json.dumps(
-            {
-                "profile": backend.profile.name,
-                "prefixes": backend.vocab.prefixes,
-                "bare_namespaces": backend.vocab.bare_namespaces,
-                "top_relations": [
-                    {"relation": backend.vocab.compact(p), "label": backend.labels([p]).get(p), "triples": n}
-                    for p, n in stats.top_relations
-                ],
-            },
-            indent=1,
-        )
+        return json.dumps(schema_document(backend, settings), indent=1)
 
     @server.resource(
         "kg://output-schemas",

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     prefix_discovery: bool = Field(
         True, description="on an endpoint, find prefixes for its dominant namespaces at start (VoID, a bounded sample)"
     )
+    schema_summary_s: float = Field(
+        10.0, ge=0, description="at start, the KG summary in the server instructions takes at most this long on an endpoint (0: no summary)"
+    )
     name_index: bool = Field(
         True, description="find_entities on a local store: its name index (off: label queries, as on an endpoint)"
     )

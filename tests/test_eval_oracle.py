@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from functools import lru_cache
 
 import pytest
@@ -67,8 +68,35 @@ async def test_oracle_recalls_what_the_kb_reaches(name, data_dir, metaqa_store_d
         assert row.tokens > 0 and row.chars >= row.tokens
         # what the KB reaches is exactly what the tool outputs showed, unless an output was cut
         assert row.recalled == (set(question.answers) <= reached) or row.cut, question.id
+        assert row.answers == len(reached) or row.cut, question.id
+        if name.startswith("metaqa"):  # answers are names there: the answer is exact when it is the gold set
+            assert row.exact == (reached == set(question.answers)) or row.cut, question.id
+        assert row.exact <= row.recalled and (row.precision == 1.0 or not row.exact)
     assert summary["recall"] == sum(r.recalled for r in rows) / SAMPLE
+    assert summary["exact"] == sum(r.exact for r in rows) / SAMPLE <= summary["recall"]
     assert summary["recall"] >= 0.9  # MetaQA's answers are the path's ends; PathQuestion's alternatives mostly are
+
+
+NICKY = Question(
+    "nicky", "who directed the movies written by the writer of [Little Nicky]",
+    ("Dennis Dugan", "Brian Robbins", "Frank Coraci", "Seth Kearsley", "Steven Brill", "Tamra Davis"),
+    topics={"Little Nicky": None}, hops=3, gold_path=("written_by", "~written_by", "directed_by"),
+)
+
+
+@pytest.mark.parametrize("mode", ["sog", "batched", "follow"])
+async def test_exact_and_precision_follow_the_benchmarks_convention(metaqa, mode):
+    """Adam Sandler directed only Little Nicky itself: an answer only back through the topic entity.
+    MetaQA's convention leaves him out, and the answer is exact; a benchmark whose paths may come
+    back through the topic (PathQuestion's) reads him as an answer, one of 7 that are not all gold."""
+    bench = load_benchmark("metaqa-3hop")
+    async with KGClient.connect(server=metaqa) as kg:
+        summary, rows = await run_oracle(bench, [NICKY], kg, progress=False, mode=mode)
+        _, loose = await run_oracle(replace(bench, revisit_topic=True), [NICKY], kg, progress=False, mode=mode)
+    assert rows[0].recalled and rows[0].exact and rows[0].precision == 1.0 and rows[0].answers == 6 and rows[0].extra == []
+    assert summary["exact"] == summary["precision"] == 1.0
+    assert loose[0].recalled and not loose[0].exact and loose[0].answers == 7
+    assert loose[0].precision == pytest.approx(6 / 7) and loose[0].extra == ["kg:Adam_Sandler"]
 
 
 async def test_a_gold_answer_the_tools_do_not_show_is_missed(metaqa):
@@ -78,6 +106,8 @@ async def test_a_gold_answer_the_tools_do_not_show_is_missed(metaqa):
     async with KGClient.connect(server=metaqa) as kg:
         summary, rows = await run_oracle(bench, [question], kg, progress=False)
     assert rows[0].missing == ["Nobody Of That Name"] and not rows[0].recalled and summary["recall"] == 0.0
+    # Jaws has more actors than the one real gold name here: 1 of them is gold
+    assert not rows[0].exact and summary["exact"] == 0.0 and rows[0].answers > 1 and rows[0].precision == 1 / rows[0].answers
 
 
 async def test_cut_outputs_lose_answers(metaqa_store_dir, data_dir):
@@ -115,7 +145,7 @@ def test_oracle_command_builds_the_store_or_prints_how(tmp_path, data_dir):
     assert done.returncode == 0, done.stderr[-2000:]
     assert store_path(bench, cache).is_dir()  # built automatically
     header, line = done.stdout.splitlines()[:2]
-    assert header.split()[:4] == ["benchmark", "mode", "questions", "recall"]
+    assert header.split()[:6] == ["benchmark", "mode", "questions", "recall", "exact", "precision"]
     assert line.split()[:5] == ["pathquestion-2h", "sog", "30", "of", "1,908"]
     summary = json.loads((tmp_path / "out" / "oracle-pathquestion-2h.json").read_text())
     rows = (tmp_path / "out" / "oracle-pathquestion-2h.jsonl").read_text().splitlines()
@@ -135,8 +165,9 @@ async def test_oracle_modes_reach_what_sog_reaches_in_fewer_calls_and_tokens(dat
         runs = {mode: await run_oracle(bench, questions, kg, progress=False, mode=mode) for mode in ("sog", "batched", "follow")}
     sog, batched, follow = (runs[m][1] for m in ("sog", "batched", "follow"))
     for s, b, f, question in zip(sog, batched, follow, questions):
-        # the same answers reach the text in every mode
+        # the same answers reach the text in every mode, and the same answer is read from it
         assert s.recalled == b.recalled == f.recalled, question.id
+        assert s.exact == b.exact == f.exact and s.answers == b.answers == f.answers, question.id
         assert f.calls == 1 and b.calls == len(question.gold_path) <= s.calls
     assert runs["follow"][0]["mode"] == "follow" and runs["follow"][0]["calls_max"] == 1
     assert sum(f.tokens for f in follow) < sum(b.tokens for b in batched) < sum(s.tokens for s in sog)
@@ -149,3 +180,4 @@ def test_oracle_command_mode_and_json(tmp_path, data_dir):
     summary = json.loads(done.stdout)
     assert summary["mode"] == "follow" and summary["questions"] == 10 and summary["calls_mean"] == 1.0
     assert summary["recall"] is not None and summary["tokens_mean"] > 0
+    assert 0 <= summary["exact"] <= summary["recall"] and 0 <= summary["precision"] <= 1

@@ -18,6 +18,7 @@ from kg_mcp.agents.evaluation.runner import GIVE_UP_AFTER, EvalPlan, run_eval
 from kg_mcp.agents.evaluation.stores import KGTarget
 from kg_mcp.agents.evaluation.summary import load_run, summarise
 from kg_mcp.agents.models import ModelError
+from kg_mcp.agents.models.base import Reply
 from kg_mcp.agents.models.scripted import ScriptedModel
 from kg_mcp.agents.trace import read_trace
 from test_ark import Follower
@@ -147,3 +148,23 @@ async def test_yes_no_claims_go_to_ark_as_yes_no_and_score_by_verdict(metaqa, da
     page, _ = write_report([load_run(tmp_path / "run")], [s], tmp_path / "report.html")  # no hop counts here
     html = page.read_text()
     assert "ARK-V1 reliability" in html and html.count('href="') == 3
+
+
+@pytest.mark.parametrize("name", ["metaqa-1hop", "pathquestion-2h"])
+async def test_each_benchmark_states_its_own_topic_rule(name, request, data_dir, tmp_path):
+    # The rule on the topic entity is the question set's data: PathQuestion's paths may come back
+    # through the topic entity, MetaQA's answers never do; the driver's system prompt says which.
+    bench = load_benchmark(name, data_dir)
+    backend = request.getfixturevalue("metaqa" if name.startswith("metaqa") else "pathquestion")
+    questions = select(bench.questions, sample=1, seed=1)
+    systems: list[str] = []
+
+    def policy(messages, tools):
+        systems.append(messages[0].content)
+        return Reply(text="Final answer: {nothing}")
+
+    plan = plan_for(bench, questions, tmp_path / "run", backend)
+    await run_eval(plan, model=ScriptedModel(policy, name="scripted-rule"), progress=False)
+    assert systems and bench.convention == ("pathquestion" if name.startswith("pathquestion") else "metaqa")
+    overrides = "overrides any example that leaves such entities out"
+    assert (overrides in systems[0]) is (bench.convention == "pathquestion")

@@ -28,11 +28,14 @@ def ends(out) -> dict[str, int]:
     return {e.entity.id: e.paths for e in out.data.entities}
 
 
-def test_follow_walks_a_path_with_path_counts(metaqa, settings):
-    out = follow(metaqa, settings, "kg:Carrie", CARRIE_GENRES)
-    # The same answer, hop by hop, with single-entity searches.
+@pytest.mark.parametrize("exclude_through", ["start", "none"])
+def test_follow_walks_a_path_with_path_counts(metaqa, settings, exclude_through):
+    out = follow(metaqa, settings, "kg:Carrie", CARRIE_GENRES, exclude_through=exclude_through)
+    # The same answer, hop by hop, with single-entity searches (Carrie itself left out by default).
     directors = {r.value.id for r in search(metaqa, settings, "kg:Carrie", "outgoing", ["directed_by"]).data.rows}
     films = [r.value.id for d in sorted(directors) for r in search(metaqa, settings, d, "incoming", ["directed_by"]).data.rows]
+    if exclude_through == "start":
+        films = [f for f in films if f != "kg:Carrie"]
     genres: dict[str, int] = {}
     for film in films:
         for r in search(metaqa, settings, film, "outgoing", ["has_genre"]).data.rows:
@@ -48,9 +51,10 @@ def test_follow_stops_at_a_hub_in_the_middle(metaqa, settings):
     branch = out.data.branches[0]
     assert not out.data.complete and branch.cut_at_hop == 2 and out.data.entities == []
     assert "Stopped at hop 2 (~has_genre)" in out.text and "kg:Horror" in out.text and "To narrow" in out.text
-    small = Settings(search_p=20)  # a smaller budget stops earlier: 46 films at hop 2
+    small = Settings(search_p=20)  # a smaller budget stops earlier: 45 films at hop 2 (46 with Carrie)
     out = follow(metaqa, small, "kg:Carrie", ["directed_by", "~directed_by", "has_genre"])
-    assert out.data.branches[0].cut_at_hop == 2 and out.data.branches[0].sizes[-1] == 46 and not out.data.complete
+    assert out.data.branches[0].cut_at_hop == 2 and out.data.branches[0].sizes[-1] == 45 and not out.data.complete
+    assert out.data.left_out == [] and "Left out" not in out.text  # nothing is said of a walk that stopped
 
 
 def test_follow_keeps_to_the_call_deadline(metaqa):
@@ -144,8 +148,12 @@ def test_remote_endpoint_same_as_local(remote, wikidata_local, settings):
         kwargs = kw[0] if kw else {}
         local, far = tool(wikidata_local, settings, *args, **kwargs), tool(remote, settings, *args, **kwargs)
         assert local.text == far.text, tool.__name__
-    out = follow(remote, settings, paths=[["wd:Q42", "P69"], ["wd:Q691283", "~P69", "educated at"]])
+    both = [["wd:Q42", "P69"], ["wd:Q691283", "~P69", "educated at"]]
+    out = follow(remote, settings, paths=both, exclude_through="none")
     assert ends(out) == {"wd:Q691283": 2, "wd:Q4961791": 2}  # both of his schools, by both paths
+    # By default the second path may not come back to its own start, St John's College.
+    out = follow(remote, settings, paths=both)
+    assert ends(out) == {"wd:Q4961791": 2} and [e.entity.id for e in out.data.left_out] == ["wd:Q691283"]
 
 
 async def _exercise(client) -> None:

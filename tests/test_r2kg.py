@@ -62,7 +62,7 @@ def gold_walker(path: list[str], *, single: bool = False, exclude: str | None = 
         if single:
             labels = sorted({label for i, label in reached(messages, path[-1]) if label != exclude})
             return Reply("", [call("verification", answers=labels, reasoning=" -> ".join(path))])
-        return Reply("I have walked the path.", [call("verification", note="gold path walked")])
+        return Reply("I have walked the path.", [call("verification")])
 
     return policy
 
@@ -201,7 +201,7 @@ async def test_supervisor_feedback_twice_then_answer(metaqa, metaqa_2hop):
                 "",
                 [
                     call("explore_kg", entity="kg:Desperate", relations=["release_year"]),
-                    call("verification", note="films"),
+                    call("verification"),
                 ],
             ),
             Reply(
@@ -212,7 +212,7 @@ async def test_supervisor_feedback_twice_then_answer(metaqa, metaqa_2hop):
                 ],
             ),
             Reply("", [call("explore_kg", entity="kg:Follow_Me_Quietly", relations=["release_year"])]),
-            Reply("", [call("verification", note="both films he wrote have a year")]),
+            Reply("", [call("verification")]),
         ],
         name="operator",
     )

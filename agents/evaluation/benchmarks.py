@@ -60,6 +60,11 @@ class Benchmark:
     revisit_topic: bool = False  # whether gold paths may pass back through the topic entity
     citation: str = ""
 
+    @property
+    def convention(self) -> str:
+        """The rule on the topic entity that the drivers' prompts state (prompts/conventions/)."""
+        return "pathquestion" if self.revisit_topic else "metaqa"
+
 
 @dataclass(frozen=True)
 class _Spec:

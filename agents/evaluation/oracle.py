@@ -9,11 +9,20 @@ frontier is the entities in the *text* of those outputs, so rows cut from the te
 they would be to a model. A question counts as recalled when every gold answer is a cell of the
 last hop's output tables (cells and answers compared after `matching.normalise`). Tokens are
 those of every search output of the walk (o200k_base), what the model would be charged to read.
-MetaQA's paths never come back to the topic entity, so it is dropped from frontiers there.
+
+Beside recall, the answer a model would give: the entities of the last hop's tables, each
+matching a gold answer when its id or label does. `exact` when they are the gold set (every gold
+answer there, nothing else), `precision` the share of them that are gold. A benchmark's
+convention on the topic entity decides what comes back through it: MetaQA's gold sets leave out
+the topic and what is reached only back through it (`Benchmark.revisit_topic` False), so the
+walk drops the topic from every frontier and from the answer; PathQuestion's paths may come
+back through it, so nothing is dropped there.
 
 Modes (`--mode`): `sog` is the walk above, one entity per call; `batched` makes one `search`
 call per hop with the whole frontier in `entities` (chunks of MAX_BATCH); `follow` makes one
-`follow` call with the whole gold path and reads the answers from its table.
+`follow` call with the whole gold path and reads the answer from its table, with the tool's
+default (paths back through the start left out) or, where the benchmark's paths may revisit the
+topic, exclude_through="none".
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from kg_mcp.agents.kg_client import KGClient
 CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop")
 MODES = ("sog", "batched", "follow")
 MAX_BATCH = 200  # entities in one batched search (the tool's own cap)
+MAX_EXTRA = 10  # answer entities that are not gold, kept per row to read the misses
 
 
 @dataclass
@@ -42,6 +52,10 @@ class OracleRow:
     hops: int | None
     recalled: bool
     missing: list[str]  # gold answers not in the last hop's outputs
+    exact: bool  # the answer entities are the gold set
+    precision: float  # share of the answer entities that are gold (0 when there are none)
+    answers: int  # answer entities in the last hop's outputs
+    extra: list[str]  # up to MAX_EXTRA of them that are not gold (their ids)
     calls: int
     tokens: int
     chars: int
@@ -88,6 +102,45 @@ def _split_row(body: str) -> list[str]:
     return cells
 
 
+def score(answers: dict[str, set[str]], gold: tuple[str, ...] | list[str]) -> tuple[list[str], bool, float, list[str]]:
+    """(missing gold answers, exact, precision, up to MAX_EXTRA answers that are not gold) of the
+    answer entities `answers` ({id: its normalised id and label}) against the gold answers.
+
+    >>> score({"kg:A": {"kg a", "a"}, "kg:B": {"kg b", "b"}}, ["A", "C"])
+    (['C'], False, 0.5, ['kg:B'])
+    >>> score({"kg:A": {"kg a", "a"}}, ["A"])
+    ([], True, 1.0, [])
+    """
+    names = {normalise(a) for a in gold}
+    hits = [text for text, forms in answers.items() if forms & names]
+    seen = set().union(*answers.values()) if answers else set()
+    missing = [a for a in gold if normalise(a) not in seen]
+    extra = [text for text, forms in answers.items() if not forms & names][:MAX_EXTRA]
+    precision = len(hits) / len(answers) if answers else 0.0
+    return missing, not missing and len(hits) == len(answers), precision, extra
+
+
+def answer_entities(texts: list[str], entity_column: str, label_column: str, drop: str | None = None) -> dict[str, set[str]]:
+    """The entities of the tables in `texts` (all but `drop`), each as {its id: its normalised id and label}."""
+    answers: dict[str, set[str]] = {}
+    for text in texts:
+        for row in named_cells(text):
+            entity, label = row.get(entity_column, ""), row.get(label_column, "")
+            if entity and entity != drop:
+                answers.setdefault(entity, set()).update(normalise(c) for c in (entity, label) if c)
+    return answers
+
+
+def _row(question: Question, answers: dict[str, set[str]], calls: int, tokens: int, chars: int, cut: bool) -> OracleRow:
+    missing, exact, precision, extra = score(answers, question.answers)
+    return OracleRow(question.id, question.hops, not missing, missing, exact, precision, len(answers), extra,
+                     calls, tokens, chars, cut, True)
+
+
+def _no_topic(question: Question) -> OracleRow:
+    return OracleRow(question.id, question.hops, False, list(question.answers), False, 0.0, 0, [], 0, 0, 0, False, False)
+
+
 class _Calls:
     """The walk's tool calls, each made once per run (the tools are read-only and deterministic)."""
 
@@ -116,7 +169,7 @@ async def walk(calls: _Calls, question: Question, revisit_topic: bool, batch: in
     """The gold path hop by hop: one search per frontier entity (sog), or per `batch` of them."""
     topic = await topic_id(calls.kg, question)
     if topic is None:
-        return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
+        return _no_topic(question)
     frontier, last = {topic}, []
     n_calls = tokens = chars = 0
     cut = False
@@ -137,21 +190,22 @@ async def walk(calls: _Calls, question: Question, revisit_topic: bool, batch: in
             if not is_error:
                 reached |= {row["value"] for row in named_cells(text) if row.get("value")}
         frontier = reached if revisit_topic else reached - {topic}
-    seen = {normalise(row.get(c, "")) for text in last for row in named_cells(text) for c in ("value", "valueLabel")}
-    missing = [a for a in question.answers if normalise(a) not in seen]
-    return OracleRow(question.id, question.hops, not missing, missing, n_calls, tokens, chars, cut, True)
+    answers = answer_entities(last, "value", "valueLabel", None if revisit_topic else topic)
+    return _row(question, answers, n_calls, tokens, chars, cut)
 
 
 async def walk_follow(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
     """One follow call along the whole gold path."""
     topic = await topic_id(calls.kg, question)
     if topic is None:
-        return OracleRow(question.id, question.hops, False, list(question.answers), 0, 0, 0, False, False)
-    text, is_error = await calls.call("follow", {"entity": topic, "path": list(question.gold_path or ())})
+        return _no_topic(question)
+    arguments = {"entity": topic, "path": list(question.gold_path or ())}
+    if revisit_topic:
+        arguments["exclude_through"] = "none"
+    text, is_error = await calls.call("follow", arguments)
     cut = any(marker in text for marker in CUT_MARKERS)
-    seen = set() if is_error else {normalise(row.get(c, "")) for row in named_cells(text) for c in ("entity", "label")}
-    missing = [a for a in question.answers if normalise(a) not in seen]
-    return OracleRow(question.id, question.hops, not missing, missing, 1, count_tokens(text), len(text), cut, True)
+    answers = {} if is_error else answer_entities([text], "entity", "label")
+    return _row(question, answers, 1, count_tokens(text), len(text), cut)
 
 
 WALKS = {"sog": walk, "batched": partial(walk, batch=MAX_BATCH), "follow": walk_follow}
@@ -170,6 +224,8 @@ def summarise(benchmark: Benchmark, rows: list[OracleRow], seconds: float) -> di
         "questions": n,
         "of": len(benchmark.questions),
         "recall": sum(r.recalled for r in rows) / n if n else None,
+        "exact": sum(r.exact for r in rows) / n if n else None,
+        "precision": statistics.fmean(r.precision for r in rows) if n else None,
         "tokens_mean": statistics.fmean(tokens) if n else None,
         "tokens_median": statistics.median(tokens) if n else None,
         "tokens_p90": _percentile(tokens, 0.9),
@@ -203,17 +259,19 @@ async def run_oracle(
 
 def format_summary(summaries: list[dict[str, Any]]) -> str:
     """The terminal table of one or more oracle summaries."""
-    head = ("benchmark", "mode", "questions", "recall", "tokens/q mean", "median", "p90", "max", "calls/q", "cut")
+    head = ("benchmark", "mode", "questions", "recall", "exact", "precision", "tokens/q mean", "median", "p90", "max", "calls/q", "cut")
     lines = [head]
     for s in summaries:
+        share = [f"{s[k]:.2%}" if s.get(k) is not None else "-" for k in ("recall", "exact", "precision")]
         lines.append((
-            s["benchmark"], s.get("mode", "sog"), f"{s['questions']:,} of {s['of']:,}", f"{s['recall']:.2%}" if s["recall"] is not None else "-",
+            s["benchmark"], s.get("mode", "sog"), f"{s['questions']:,} of {s['of']:,}", *share,
             f"{s['tokens_mean']:,.0f}", f"{s['tokens_median']:,.0f}", f"{s['tokens_p90']:,.0f}", f"{s['tokens_max']:,}",
             f"{s['calls_mean']:.1f}", f"{s['cut_share']:.1%}",
         ))
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines]
     tokenizer = summaries[0]["tokenizer"] if summaries else tokenizer_name()
+    out.append("exact: the answer entities are the gold set; precision: the share of them that are gold (mean over questions)")
     out.append(f"tokens: {tokenizer}; cut: share of questions with an output cut (rows, characters, a limit or a follow hop)")
     return "\n".join(out)
 

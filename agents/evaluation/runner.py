@@ -50,6 +50,7 @@ class EvalPlan:
     concurrency: int = 1
     agent_limit: int | None = None  # the method's own cap (SoG turns, ARK-V1 steps, R2-KG iterations)
     tools: str = "paper"  # SoG's and R2-KG's tool mode: paper, batched or follow
+    schema: bool = False  # the server's KG summary appended to the system prompt (--schema)
     sampling: Sampling | None = None
     selection: dict[str, Any] = field(default_factory=dict)
 
@@ -60,6 +61,7 @@ class EvalPlan:
             "benchmark": self.benchmark.name,
             "agent": self.agent,
             "tools": self.tools,
+            "schema": self.schema,
             "model": self.model,
             "supervisor": self.supervisor,
             "base_url": self.base_url,
@@ -97,7 +99,8 @@ async def answer(plan: EvalPlan, kg: KGClient, question: Question, model: Model,
 
             caps = {"k_max": plan.agent_limit} if plan.agent_limit else {}
             return await run_ark(
-                question.text, kg, model, topics=question.topics, yes_no=True, sampling=plan.sampling, trace=trace, **caps
+                question.text, kg, model, topics=question.topics, yes_no=True, sampling=plan.sampling, trace=trace,
+                schema=plan.schema, convention=plan.benchmark.convention, **caps
             )
         return await ask(
             question.text,
@@ -110,6 +113,8 @@ async def answer(plan: EvalPlan, kg: KGClient, question: Question, model: Model,
             sampling=plan.sampling,
             trace=trace,
             tools=plan.tools,
+            schema=plan.schema,
+            convention=plan.benchmark.convention,
         )
     finally:
         trace.close()

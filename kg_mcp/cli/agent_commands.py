@@ -40,9 +40,12 @@ from kg_mcp.errors import ConfigError
 @click.option("-q", "--quiet", is_flag=True, help="Show no progress on stderr (tool calls, the thinking spinner).")
 @click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
               help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
+@click.option("--schema/--no-schema", "schema", default=None,
+              help="Append the server's KG summary (size, relations with counts, hubs) to the agent's system prompt "
+                   "[default: on with --tools batched or follow, off for the paper methods].")
 def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql, agent, model, base_url, supervisor,
         supervisor_base_url, topic_values, server_cmd, url, auth_token_env, limit, temperature, seed, trace_path, as_json,
-        quiet, tool_mode):
+        quiet, tool_mode, schema):
     """Answer QUESTION with an agent that explores the KG through a kg-mcp server.
 
     \b
@@ -79,7 +82,7 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
         async with kg:
             return await run_ask(question, kg, method=agent, model=main_model, supervisor=supervisor_model,
                                  topics=parse_topics(list(topic_values)), limit=limit, sampling=sampling, trace=trace,
-                                 tools=tool_mode)
+                                 tools=tool_mode, schema=_schema_default(schema, tool_mode))
 
     try:
         result = asyncio.run(go())
@@ -145,6 +148,11 @@ _BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "
 _LOOKUP_ONLY = ("kg-labels",)  # --lookup with names drawn from the --store's own labels
 
 
+def _schema_default(schema: bool | None, tool_mode: str) -> bool:
+    """--schema as given, else on for kg-mcp's own tool modes and off for the methods as published."""
+    return schema if schema is not None else tool_mode != "paper"
+
+
 def _echo_warnings(caught) -> None:
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
@@ -186,13 +194,16 @@ def _echo_warnings(caught) -> None:
 @click.option("--temperature", type=float)
 @click.option("--tools", "tool_mode", type=click.Choice(["paper", "batched", "follow"]), default="paper", show_default=True,
               help="SoG and R2-KG: the tools as published, the batched forms, or also follow.")
+@click.option("--schema/--no-schema", "schema", default=None,
+              help="Append the server's KG summary (size, relations with counts, hubs) to the agent's system prompt "
+                   "[default: on with --tools batched or follow, off for the paper methods].")
 @click.option("--ranking", is_flag=True, help="No model: recall@k of kgr_search's rankers on the gold paths' hops.")
 @click.option("--ranker", "rankers", multiple=True, help="With --ranking: lexical, embedding, gnn, gnn:FILE (repeatable).")
 @click.option("--top-k", type=click.IntRange(1, 100), multiple=True, default=[20], show_default=True,
               help="With --ranking: triples shown (repeatable: one line per k).")
 def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
-                 url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode, ranking, rankers, top_k):
+                 url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode, schema, ranking, rankers, top_k):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
 
     \b
@@ -235,7 +246,8 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup
         _run_oracle(bench, questions, kg, out, oracle_mode, as_json)
     else:
         _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
-                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed}, tool_mode)
+                  max_steps, temperature, {"limit": limit, "sample": sample, "seed": seed}, tool_mode,
+                  _schema_default(schema, tool_mode))
 
 
 def _run_lookup(benchmark, data, kb_files, limit, sample, seed, store, profile, languages, store_cache, no_build) -> None:
@@ -287,7 +299,7 @@ def _run_oracle(bench, questions, kg, out, mode="sog", as_json=False) -> None:
 
 
 def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervisor_base_url, out, repeat, concurrency,
-              max_steps, temperature, selection, tool_mode="paper") -> None:
+              max_steps, temperature, selection, tool_mode="paper", schema=False) -> None:
     from kg_mcp.agents.ask import METHODS
     from kg_mcp.agents.evaluation.rundir import RunDir
     from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
@@ -304,7 +316,7 @@ def _run_eval(bench, questions, kg, agent, model, base_url, supervisor, supervis
     plan = EvalPlan(benchmark=bench, questions=questions, agent=agent, model=model, out=out, kg=kg, supervisor=supervisor,
                     base_url=base_url, repeat=repeat, concurrency=concurrency, agent_limit=max_steps,
                     sampling=Sampling(temperature=temperature) if temperature is not None else None, selection=selection,
-                    tools=tool_mode)
+                    tools=tool_mode, schema=schema)
     try:
         stats = asyncio.run(run_eval(plan, main_model, supervisor_model))
     except KeyboardInterrupt:

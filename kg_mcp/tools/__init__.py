@@ -173,6 +173,17 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             ),
         ] = [],
         limit: Annotated[int, Field(ge=0, description="Most end entities to list (0: the default, 200).")] = 0,
+        exclude_through: Annotated[
+            Literal["start", "none"],
+            Field(
+                description='"start" (the default): leave out paths that pass back through a start entity, so the '
+                "start is never an answer and neither is an entity reached only through it; \"none\": keep every path."
+            ),
+        ] = "start",
+        exclude: Annotated[
+            list[str],
+            Field(description="Entities (ids or exact labels) whose paths are left out too, as the start's are."),
+        ] = [],
     ) -> CallToolResult:
         """Walk a chain of relations from an entity and list the entities at the end, with how many paths reach each.
 
@@ -181,8 +192,13 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         call instead of a search per film. The size of each hop is reported; a hop that reaches
         too many entities stops the walk and says where. For "which A is both B and C", pass
         paths=[[B, rel...], [C, rel...]]: only entities reached by every path are returned.
+
+        Paths back through the start are left out by default: "directors of the films written by
+        the writer of X" lists the directors of the writer's *other* films, not X's own director
+        unless another film reaches them too. The output says how much that shrank each hop and
+        names the end entities reached only that way; exclude_through="none" keeps them.
         """
-        return await run(follow, entity, path, entities, paths, limit, heavy=True)
+        return await run(follow, entity, path, entities, paths, limit, exclude_through, exclude, heavy=True)
 
     @server.tool(name="get_relations", annotations=annotations)
     async def get_relations_tool(entity: Entity) -> CallToolResult:

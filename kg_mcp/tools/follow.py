@@ -10,13 +10,23 @@ Several `paths`, each from its own start entity, are intersected: the answer to 
 club X plays Forward?" is what both [club X, ~member_of] and [Forward, ~position] reach. A branch
 too big to walk forwards (Forward has thousands of players) is checked backwards instead, from
 the entities the other branches reached, so a hub at the far end of one branch costs nothing.
+
+Paths back through the start are left out by default. "Who directed the films written by the writer
+of Little Nicky" means the writer's *other* films: a path that passes through a start entity again
+(at any hop, or ends there) is dropped, so the start is never an end entity and an end entity
+reached only back through the start is not listed as an answer. That is what a person asking
+means, and MetaQA's gold sets say the same. `exclude_through="none"` keeps those paths (a
+benchmark or a question whose answers may come back through the start); `exclude` names more
+entities whose paths are dropped the same way. The walk that leaves them out is the one that
+answers (its frontier is the one held to the budget); the paths through left-out entities are
+walked beside it, within the same budget, so the output can say how much each hop shrank and
+which end entities were reached only that way.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 from pydantic import BaseModel
@@ -27,13 +37,24 @@ from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput, KGError
 from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural, table
+from kg_mcp.tools.follow_walk import (
+    EDGES_PER_FRONTIER_ENTITY,
+    Branch,
+    Step,
+    Walk,
+    intersect,
+    left_out_ends,
+    walk_steps,
+)
 
 MAX_HOPS = 6
 MAX_BRANCHES = 5
 MAX_STARTS = 50
+MAX_EXCLUDE = 50
+LEFT_OUT_SHOWN = 20  # end entities left out that the output names; the count is always given
+EXCLUDE_THROUGH = ("start", "none")
 DEFAULT_SHOWN = 200  # end entities listed by default: long answer lists fit, the limit can lower it
-EDGES_PER_FRONTIER_ENTITY = 5  # a hop's edge budget is this many times the frontier cap
 
 
 class ReachedEntity(BaseModel):
@@ -44,7 +65,10 @@ class ReachedEntity(BaseModel):
 class BranchOut(BaseModel):
     starts: list[TermOut]
     path: list[str]
-    sizes: list[int]  # distinct entities reached after each hop walked
+    sizes: list[int]  # distinct entities reached after each hop walked (paths through left-out entities dropped)
+    # The same sizes had the paths through left-out entities been kept; shorter than sizes when
+    # those paths grew past the budget (from that hop on they were not counted).
+    sizes_before_leave_out: list[int] = []
     cut_at_hop: int = 0  # the hop (1-based) whose frontier was too big; 0: walked to the end
     cut_edges: int = 0  # edges that hop reached before it was stopped (a lower bound)
     checked_backwards: bool = False  # too big forwards: the end entities of the others were walked back
@@ -57,38 +81,13 @@ class FollowResult(BaseModel):
     shown: int
     truncated: bool
     entities: list[ReachedEntity] = []
-
-
-@dataclass
-class _Step:
-    predicate: ox.NamedNode
-    direction: Direction
-    name: str  # as the model wrote it, resolved: rel or ~rel
-
-    def reversed(self) -> _Step:
-        back = Direction.INCOMING if self.direction is Direction.OUTGOING else Direction.OUTGOING
-        return _Step(self.predicate, back, self.name[1:] if self.name.startswith("~") else f"~{self.name}")
-
-
-@dataclass
-class _Walk:
-    """Where a walk got: each reached term with, per origin, the number of distinct paths."""
-
-    reached: dict[Term, Counter] = field(default_factory=dict)
-    sizes: list[int] = field(default_factory=list)
-    cut_at_hop: int = 0
-    cut_edges: int = 0
-    heaviest: list[tuple[Term, int]] = field(default_factory=list)  # sources with most edges at the cut
-    dead_end: Term | None = None  # an entity at which the walk found no edge, to list its relations
-    out_of_time: bool = False  # stopped at cut_at_hop because the call's deadline had passed
-
-
-@dataclass
-class _Branch:
-    starts: list[ox.NamedNode]
-    steps: list[_Step]
-    walk: _Walk
-    checked_backwards: bool = False
+    exclude_through: str = "start"  # "start": paths back through a path's start entities are left out
+    excluded: list[TermOut] = []  # entities named in exclude: paths through them are left out too
+    # End entities reached only by paths through left-out entities: their number, the first
+    # LEFT_OUT_SHOWN of them (paths: how many such paths), and whether they could be counted.
+    left_out_total: int = 0
+    left_out: list[ReachedEntity] = []
+    left_out_counted: bool = True
 
 
 def follow(
@@ -99,27 +98,33 @@ def follow(
     entities: list[str] | None = None,
     paths: list[list[str]] | None = None,
     limit: int = 0,
+    exclude_through: str = "start",
+    exclude: list[str] | None = None,
 ) -> ToolOutput:
     shown_cap = _limit(limit, settings)
     specs = _branch_specs(entity, path or [], entities or [], paths or [])
+    excluded = _excluded(backend, exclude_through, exclude or [])
     branches = []
     for starts_refs, path_refs in specs:
-        starts = [backend.resolve_entity(ref, check=False) for ref in starts_refs]
+        starts = list(dict.fromkeys(backend.resolve_entity(ref, check=False) for ref in starts_refs))
         steps = _resolve_steps(backend, path_refs)
-        branches.append(_Branch(list(dict.fromkeys(starts)), steps, _Walk()))
+        drop = frozenset(excluded) | (frozenset(starts) if exclude_through == "start" else frozenset())
+        branches.append(Branch(starts, steps, Walk(), drop))
     frontier_cap = settings.search_p
     # One deadline for the whole walk (each query also has its own): no new hop starts past it.
     # The call's own deadline (kg_mcp.deadline) ends it sooner when less of it is left.
     left = call_deadline.left()
     deadline = time.monotonic() + (settings.timeout_s if left is None else min(settings.timeout_s, left))
     for branch in branches:
-        branch.walk = _walk(backend, {s: Counter({s: 1}) for s in branch.starts}, branch.steps, frontier_cap, deadline)
-    ends = _intersect(backend, branches, frontier_cap, deadline)
-    if not ends and all(not b.walk.sizes or b.walk.sizes[0] == 0 for b in branches):
+        start = {s: Counter({s: 1}) for s in branch.starts}
+        branch.walk = walk_steps(backend, start, branch.steps, frontier_cap, deadline, branch.drop)
+    ends, every = intersect(backend, branches, frontier_cap, deadline)
+    if not ends and all(not b.walk.sizes or b.walk.sizes[0] == 0 for b in branches) and not every:
         for branch, (refs, _) in zip(branches, specs):
             for node, ref in zip(branch.starts, refs):
                 backend.require(node, ref)
-    return _render(backend, settings, branches, ends, shown_cap)
+    left_out = left_out_ends(branches, ends, every)
+    return _render(backend, settings, branches, ends, left_out, excluded, exclude_through, shown_cap)
 
 
 def _limit(limit: int, settings: Settings) -> int:
@@ -128,6 +133,25 @@ def _limit(limit: int, settings: Settings) -> int:
     if not 1 <= limit <= settings.search_p:
         raise InvalidInput(f"limit must be between 1 and {settings.search_p} (0: the default, {DEFAULT_SHOWN}); got {limit}.")
     return limit
+
+
+def _excluded(backend: Backend, exclude_through: str, refs: list[str]) -> list[ox.NamedNode]:
+    """The entities named in exclude, each checked (a misspelt one would silently leave out nothing)."""
+    if exclude_through not in EXCLUDE_THROUGH:
+        raise InvalidInput(
+            f"exclude_through must be \"start\" or \"none\"; got {quoted(str(exclude_through))}.",
+            "\"start\" (the default) leaves out paths back through the start entity; \"none\" keeps every path.",
+        )
+    if len(refs) > MAX_EXCLUDE:
+        raise InvalidInput(f"At most {MAX_EXCLUDE} entities in exclude; got {len(refs)}.")
+    nodes = []
+    for ref in refs:
+        try:
+            nodes.append(backend.resolve_entity(ref))
+        except KGError as error:
+            error.message = f"exclude: {error.message}"
+            raise
+    return list(dict.fromkeys(nodes))
 
 
 def _branch_specs(entity: str, path: list[str], entities: list[str], paths: list[list[str]]) -> list[tuple[list[str], list[str]]]:
@@ -160,7 +184,7 @@ def _branch_specs(entity: str, path: list[str], entities: list[str], paths: list
     return [(starts, list(path))]
 
 
-def _resolve_steps(backend: Backend, refs: list[str]) -> list[_Step]:
+def _resolve_steps(backend: Backend, refs: list[str]) -> list[Step]:
     if len(refs) > MAX_HOPS:
         raise InvalidInput(f"At most {MAX_HOPS} relations in a path; got {len(refs)}.", "Split the walk into two calls.")
     steps = []
@@ -171,85 +195,38 @@ def _resolve_steps(backend: Backend, refs: list[str]) -> list[_Step]:
             error.message = f"Hop {hop} of the path: {error.message}"
             raise
         name = backend.vocab.compact(predicate)
-        steps.append(_Step(predicate, direction, name if direction is Direction.OUTGOING else f"~{name}"))
+        steps.append(Step(predicate, direction, name if direction is Direction.OUTGOING else f"~{name}"))
     return steps
 
 
-def _walk(
-    backend: Backend, reached: dict[Term, Counter], steps: list[_Step], frontier_cap: int, deadline: float
-) -> _Walk:
-    """Walk `steps` from `reached`, counting paths per origin; stop at the first hop over budget,
-    or before a hop once the call's deadline has passed."""
-    walk = _Walk(reached)
-    edge_cap = frontier_cap * EDGES_PER_FRONTIER_ENTITY
-    for hop, step in enumerate(steps, 1):
-        if time.monotonic() > deadline:
-            walk.cut_at_hop, walk.out_of_time = hop, True
-            return walk
-        sources = [t for t in walk.reached if not isinstance(t, ox.Literal) or step.direction is Direction.INCOMING]
-        sources = [t for t in sources if not isinstance(t, ox.BlankNode)]
-        pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1)
-        nxt: dict[Term, Counter] = {}
-        for source, target in pairs[:edge_cap]:
-            nxt.setdefault(target, Counter()).update(walk.reached[source])
-        last = hop == len(steps)
-        if len(pairs) > edge_cap or (len(nxt) > frontier_cap and not last):
-            walk.cut_at_hop = hop
-            walk.cut_edges = min(len(pairs), edge_cap)
-            walk.heaviest = Counter(s for s, _ in pairs[:edge_cap]).most_common(3)
-            walk.sizes.append(len(nxt))
-            return walk
-        walk.reached = nxt
-        walk.sizes.append(len(nxt))
-        if not nxt:
-            walk.dead_end = next((t for t in sources if isinstance(t, ox.NamedNode)), None)
-            return walk
-    return walk
-
-
-def _intersect(backend: Backend, branches: list[_Branch], frontier_cap: int, deadline: float) -> dict[Term, int]:
-    """End entities of every branch with their path counts; cut branches are checked backwards."""
-    whole = [b for b in branches if not b.walk.cut_at_hop]
-    if not whole:
-        return {}
-    ends: dict[Term, int] = {t: sum(c.values()) for t, c in whole[0].walk.reached.items()}
-    for branch in whole[1:]:
-        ends = {t: n + sum(branch.walk.reached[t].values()) for t, n in ends.items() if t in branch.walk.reached}
-    for branch in branches:
-        if not branch.walk.cut_at_hop or len(branches) == 1:
-            continue
-        back = _walk(
-            backend, {t: Counter({t: 1}) for t in ends}, [s.reversed() for s in reversed(branch.steps)], frontier_cap, deadline
-        )
-        if back.cut_at_hop:
-            return {}
-        branch.checked_backwards = True
-        branch.walk.sizes = []
-        origins: Counter = Counter()
-        for start in branch.starts:
-            origins.update(back.reached.get(start, Counter()))
-        ends = {t: n + origins[t] for t, n in ends.items() if origins[t]}
-    return ends
-
-
 def _render(
-    backend: Backend, settings: Settings, branches: list[_Branch], ends: dict[Term, int], shown_cap: int
+    backend: Backend,
+    settings: Settings,
+    branches: list[Branch],
+    ends: dict[Term, int],
+    left_out: dict[Term, int] | None,
+    excluded: list[ox.NamedNode],
+    exclude_through: str,
+    shown_cap: int,
 ) -> ToolOutput:
-    namer = Namer(backend, settings, [s for b in branches for s in b.starts])
+    namer = Namer(backend, settings, [s for b in branches for s in b.starts] + excluded)
     namer.add(t for b in branches for t, _ in b.walk.heaviest)
     unchecked = [b for b in branches if b.walk.cut_at_hop and not b.checked_backwards]
     complete = not unchecked
     order = sorted(ends, key=lambda t: (-ends[t], _sort_text(namer, t)))
     namer.add(order[:shown_cap])
     shown = order[:shown_cap] if complete else []
+    left_order = sorted(left_out or {}, key=lambda t: (-left_out[t], _sort_text(namer, t))) if complete else []
+    namer.add(left_order[:LEFT_OUT_SHOWN])
+    through = _through(branches, excluded)
 
-    lines = []
-    for b in branches:
-        lines.append(_branch_line(namer, b))
+    lines = [_branch_line(namer, b, through) for b in branches]
     if unchecked:
         lines += [_cut_text(namer, b, settings.search_p) for b in unchecked]
     elif not ends:
-        lines.append(_empty_text(backend, namer, branches))
+        lines.append(_empty_text(backend, namer, branches, through))
+    if complete and any(b.drop for b in branches):
+        lines += _left_out_lines(namer, settings, left_out, left_order, through, excluded, exclude_through)
     head = f"follow: {plural(len(ends), 'entity')} reached" if complete else "follow: stopped"
     if len(branches) > 1 and complete:
         head += f" by all {len(branches)} paths"
@@ -266,6 +243,7 @@ def _render(
                 starts=[namer.out(s) for s in b.starts],
                 path=[s.name for s in b.steps],
                 sizes=b.walk.sizes,
+                sizes_before_leave_out=b.walk.sizes_all,
                 cut_at_hop=b.walk.cut_at_hop,
                 cut_edges=b.walk.cut_edges,
                 checked_backwards=b.checked_backwards,
@@ -277,20 +255,66 @@ def _render(
         shown=len(shown),
         truncated=complete and len(order) > len(shown),
         entities=[ReachedEntity(entity=namer.out(t), paths=ends[t]) for t in shown],
+        exclude_through=exclude_through,
+        excluded=[namer.out(e) for e in excluded],
+        left_out_total=len(left_order),
+        left_out=[ReachedEntity(entity=namer.out(t), paths=left_out[t]) for t in left_order[:LEFT_OUT_SHOWN]],
+        left_out_counted=not complete or left_out is not None,
     )
     return ToolOutput(text, data)
 
 
-def _branch_line(namer: Namer, b: _Branch) -> str:
+def _through(branches: list[Branch], excluded: list[ox.NamedNode]) -> str:
+    """Which paths are left out, in words: "back through the start", "through the excluded entities"..."""
+    starts = any(set(b.starts) & b.drop for b in branches)
+    own = "a path's own start entity" if len(branches) > 1 else ("a start entity" if len(branches[0].starts) > 1 else "the start")
+    if starts and excluded:
+        return f"back through {own} or through an excluded entity"
+    return f"back through {own}" if starts else "through an excluded entity"
+
+
+def _branch_line(namer: Namer, b: Branch, through: str) -> str:
     starts = ", ".join(namer.heading(s) for s in b.starts[:5]) + (f" and {len(b.starts) - 5} more" if len(b.starts) > 5 else "")
     walked = " → ".join(s.name for s in b.steps)
     if b.checked_backwards:
         return f"- {starts} → {walked}: too big to walk forwards; checked backwards from the other paths' entities"
-    sizes = " → ".join(f"{n:,}" for n in b.walk.sizes)
-    return f"- {starts} → {walked}: entities after each hop {sizes}"
+    line = f"- {starts} → {walked}: entities after each hop " + " → ".join(f"{n:,}" for n in b.walk.sizes)
+    if b.walk.cut_at_hop:
+        return line
+    if b.walk.aside_lost_at:
+        line += f" (paths {through} not counted from hop {b.walk.aside_lost_at}: too many)"
+    elif b.walk.sizes_all != b.walk.sizes:
+        before = " → ".join(f"{n:,}" for n in b.walk.sizes_all)
+        line += f" (before leaving out the paths {through}: {before})"
+    return line
 
 
-def _cut_text(namer: Namer, b: _Branch, frontier_cap: int) -> str:
+def _left_out_lines(
+    namer: Namer,
+    settings: Settings,
+    left_out: dict[Term, int] | None,
+    order: list[Term],
+    through: str,
+    excluded: list[ox.NamedNode],
+    exclude_through: str,
+) -> list[str]:
+    """The end entities reached only by left-out paths, named (up to LEFT_OUT_SHOWN) and counted."""
+    if left_out is None:
+        return [f"End entities reached only by paths {through} were not counted (too many)."]
+    if not order:
+        return []
+    starts = exclude_through == "start"
+    keep = (
+        'Pass exclude_through="none" and no exclude to keep them.' if starts and excluded
+        else 'Pass exclude_through="none" to keep them.' if starts else "Call without exclude to keep them."
+    )
+    shown = order[:LEFT_OUT_SHOWN]
+    names = ", ".join(cell(namer.heading(t) if isinstance(t, ox.NamedNode) else namer.value_text(t), settings) for t in shown)
+    more = f" and {len(order) - len(shown):,} more" if len(order) > len(shown) else ""
+    return [f"Left out: {plural(len(order), 'end entity')} reached only by paths {through}: {names}{more}. {keep}"]
+
+
+def _cut_text(namer: Namer, b: Branch, frontier_cap: int) -> str:
     hop = b.walk.cut_at_hop
     step = b.steps[hop - 1]
     if b.walk.out_of_time:
@@ -309,11 +333,13 @@ def _cut_text(namer: Namer, b: _Branch, frontier_cap: int) -> str:
     )
 
 
-def _empty_text(backend: Backend, namer: Namer, branches: list[_Branch]) -> str:
+def _empty_text(backend: Backend, namer: Namer, branches: list[Branch], through: str) -> str:
     """Where a walk ran dry, and the relations one entity there does have (the usual fix)."""
     for b in branches:
-        if b.walk.sizes and b.walk.sizes[-1] == 0:
-            hop = len(b.walk.sizes)
+        if 0 in b.walk.sizes:
+            hop = b.walk.sizes.index(0) + 1
+            if len(b.walk.sizes_all) >= hop and b.walk.sizes_all[hop - 1]:
+                return f"No entity at hop {hop} ({b.steps[hop - 1].name}) other than by paths {through}."
             text = f"No entity at hop {hop} ({b.steps[hop - 1].name}): the entities reached before it have no such edge."
             sample = b.walk.dead_end
             if isinstance(sample, ox.NamedNode):

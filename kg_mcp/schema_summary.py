@@ -1,0 +1,205 @@
+"""The KG's schema up front: a bounded summary of what it holds, for the server instructions.
+
+`server_instructions(backend, settings)` is the text a client receives at initialize: the general
+guide (prompts/server_instructions.md) and, after it, this KG's size, id style, relations with
+their counts and hubs (prompts/server_instructions_kg.md, filled from kg_mcp.schema_census). The
+summary keeps to SUMMARY_TOKENS: every relation of a small KG, the most used ones of a big one.
+The census is taken once per backend; kg://schema serves the same figures (`schema_document`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+
+from kg_mcp.backends import Backend
+from kg_mcp.prompt_files import read_prompt
+from kg_mcp.schema_census import Census, RelationUse, take_census
+from kg_mcp.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SUMMARY_TOKENS = 1400  # the whole instructions stay under 2,000 tokens with the general guide's ~530
+# Tokens are estimated from characters: ids, numbers and punctuation run about 2.6 characters a
+# token in o200k_base (English prose nearer 4), so 2.4 keeps the estimate on the safe side.
+CHARS_PER_TOKEN = 2.4
+SUMMARY_FILE = "server_instructions_kg.md"
+
+_censuses: weakref.WeakKeyDictionary[Backend, Census] = weakref.WeakKeyDictionary()
+
+
+def census_of(backend: Backend, settings: Settings) -> Census | None:
+    """The backend's census, taken on first use within settings.schema_summary_s (None when that is 0)."""
+    if settings.schema_summary_s <= 0:
+        return None
+    known = _censuses.get(backend)
+    if known is None:
+        started = time.perf_counter()
+        known = _censuses[backend] = take_census(backend, settings.schema_summary_s)
+        log.info("KG summary for the server instructions: %.1f s%s", time.perf_counter() - started,
+                 f"; not read: {', '.join(known.missing)}" if known.missing else "")
+    return known
+
+
+def server_instructions(backend: Backend, settings: Settings) -> str:
+    """The general guide, then this KG's summary (only the guide when the summary is turned off)."""
+    guide = read_prompt("server_instructions.md").template
+    census = census_of(backend, settings)
+    if census is None:
+        return guide
+    return guide.rstrip() + "\n\n" + summary_text(census, settings)
+
+
+def summary_heading() -> str:
+    """The summary's first line: where a client finds it inside the instructions."""
+    return read_prompt(SUMMARY_FILE).template.splitlines()[0]
+
+
+def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKENS) -> str:
+    """The summary as markdown, at most about `tokens` tokens: relations fill what the rest leaves."""
+    template = read_prompt(SUMMARY_FILE)
+    fields = {
+        "size": _size(census),
+        "ids": _ids(census),
+        "hubs_scope": _hubs_scope(census, settings),
+        "hubs": _hubs(census, settings),
+    }
+    budget = tokens * CHARS_PER_TOKEN - len(template.render(**fields, relations="", relations_scope="", relations_rest=""))
+    lines: list[str] = []
+    room = budget - 200  # the scope and the pointer to the rest
+    for relation in census.relations:
+        line = _relation_line(relation)
+        if room - len(line) - 1 < 0:
+            break
+        lines.append(line)
+        room -= len(line) + 1
+    fields["relations"] = "\n".join(lines) or "- (none could be read at start: `get_relations` lists those around an entity)"
+    fields["relations_scope"] = _relations_scope(census, len(lines))
+    fields["relations_rest"] = _relations_rest(census, len(lines))
+    text = template.render(**fields)
+    if census.missing:
+        text = text.rstrip() + f"\n\nNot read at start: {'; '.join(census.missing)}.\n"
+    return _tidy(text)
+
+
+def schema_document(backend: Backend, settings: Settings) -> dict:
+    """kg://schema: prefixes and the census's relations and hubs (as many as it kept)."""
+    census = census_of(backend, settings)
+    document = {
+        "profile": backend.profile.name,
+        "prefixes": backend.vocab.prefixes,
+        "bare_namespaces": backend.vocab.bare_namespaces,
+    }
+    if census is None:
+        stats = backend.stats()
+        labels = backend.labels([p for p, _ in stats.top_relations])
+        document["top_relations"] = [
+            {"relation": backend.vocab.compact(p), "label": labels.get(p), "triples": n} for p, n in stats.top_relations
+        ]
+        return document
+    document["top_relations"] = [
+        {"relation": r.id, "label": r.label, "triples": r.triples} for r in census.relations
+    ]
+    document["relations_counted"] = _basis(census, census.relations_basis)
+    document["relation_total"] = census.relation_total
+    document["hubs"] = [
+        {"entity": h.id, "label": h.label, "direction": h.direction, "edges": h.edges,
+         "relations": [{"relation": r, "edges": n} for r, n in h.relations]}
+        for h in census.hubs
+    ]
+    document["hubs_counted"] = _basis(census, census.hubs_basis)
+    return document
+
+
+# --- the pieces of the text ----------------------------------------------------------------------
+
+
+def _basis(census: Census, basis: str) -> str:
+    return f"in a sample of the first {census.sample:,} triples" if basis == "sample" else basis
+
+
+def _size(census: Census) -> str:
+    relations = f", in {census.relation_total:,} relations" if census.relation_total is not None else ""
+    entities = f" about {census.entities:,} entities (subjects)" if census.entities else ""
+    profile = f"(schema profile: {census.profile})"
+    if census.triples is None:
+        return f"Its size was not counted at start (the kg://stats resource counts it) {profile}."
+    if census.triples_basis == "exact":
+        return f"It holds {census.triples:,} triples{entities}{relations} {profile}."
+    if census.triples_basis == "VoID":
+        return f"It holds {census.triples:,} triples{entities}, as the endpoint's VoID description says {profile}."
+    if census.triples_basis == "as loaded":
+        return f"It holds about {census.triples:,} triples, as loaded {profile}."
+    return f"It holds at least {census.triples:,} triples (not counted further) {profile}."
+
+
+def _ids(census: Census) -> str:
+    if census.example_id is None:
+        return "Copy ids exactly as the tools show them; `find_entities` turns a name into an id."
+    text = f"Ids look like `{census.example_id}`: copy them exactly as the tools show them."
+    if census.label_is_id:
+        text += (
+            f" An entity's exact label also works in place of its id when no other entity has it "
+            f"(`{census.example_label}` is `{census.example_id}`); otherwise `find_entities` turns a name into an id."
+        )
+    else:
+        text += " `find_entities` turns a name into an id."
+    return text
+
+
+def _relation_line(relation: RelationUse) -> str:
+    label = relation.label
+    named = label and label.replace(" ", "_").lower() != relation.id.rsplit(":", 1)[-1].lower()
+    return f"- `{relation.id}`{' ' + label if named else ''}: {relation.triples:,}"
+
+
+def _relations_scope(census: Census, shown: int) -> str:
+    if census.relations_basis == "sample":
+        return f"the {shown} most used {_basis(census, 'sample')}"
+    total = census.relation_total or len(census.relations)
+    return f"all {total:,}" if shown >= total else f"the {shown} most used of {total:,}"
+
+
+def _relations_rest(census: Census, shown: int) -> str:
+    known = census.relation_total if census.relation_total is not None else None
+    if known is not None and shown >= known:
+        return ""
+    listed = len(census.relations)
+    return (
+        f"More: `get_relations` lists every relation around an entity, and the `kg://schema` resource "
+        f"lists the {listed:,} most used."
+    )
+
+
+def _hubs_scope(census: Census, settings: Settings) -> str:
+    if census.hubs_basis == "load-time statistics":
+        return f"entities with {census.hub_threshold or 0:,} edges or more in one direction, counted at load time"
+    if census.hubs_basis == "sample":
+        return f"the most linked entities {_basis(census, 'sample')}"
+    return f"the entities with the most incoming edges, if more than {settings.search_k}"
+
+
+def _hubs(census: Census, settings: Settings) -> str:
+    shown = census.hubs if census.hubs_basis != "exact" else [h for h in census.hubs if h.edges > settings.search_k]
+    if not shown:
+        if "hubs" in " ".join(census.missing):
+            return "- (not read at start)"
+        return f"- none: no entity has more than {settings.search_k} incoming edges, so a `search` lists them all"
+    lines = []
+    for hub in shown:
+        name = f" ({hub.label})" if hub.label else ""
+        via = ", ".join(f"{r} {n:,}" for r, n in hub.relations)
+        lines.append(f"- `{hub.id}`{name}: {hub.edges:,} {hub.direction}" + (f" ({via})" if via else ""))
+    return "\n".join(lines)
+
+
+def _tidy(text: str) -> str:
+    """No runs of blank lines where a field came out empty."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() and lines and not lines[-1].strip():
+            continue
+        lines.append(line.rstrip())
+    return "\n".join(lines).strip() + "\n"
+
