@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kg_mcp.agents.models.base import ToolSpec
-from kg_mcp.prompt_files import read_prompt
+from kg_mcp.schema_summary import summary_heading
 from mcp import Client, StdioServerParameters
 
 
@@ -81,8 +81,7 @@ class KGClient:
     def schema(self) -> str | None:
         """The server's summary of its KG (size, ids, relations, hubs): the part of its instructions
         from the summary's heading on, or None when the server sent none."""
-        heading = read_prompt("server_instructions_kg.md").template.splitlines()[0]
-        at = (self.instructions or "").find(heading)
+        at = (self.instructions or "").find(summary_heading())
         return self.instructions[at:].strip() + "\n" if at >= 0 else None
 
     def with_schema(self, system: str, schema: bool) -> str:

@@ -26,6 +26,12 @@ from typing import Any
 from jsonschema import Draft202012Validator, ValidationError
 
 from kg_mcp.quoting import quoted
+from kg_mcp.tools.follow import MAX_BRANCHES, MAX_EXCLUDE, MAX_HOPS, MAX_STARTS
+from kg_mcp.tools.relations import MAX_RELATIONS
+from kg_mcp.tools.search import MAX_FILTERS
+from kg_mcp.tools.search_batch import MAX_ENTITIES
+from kg_mcp.tools.sparql import MAX_QUERY_CHARS
+from kg_mcp.tools.verify import MAX_CLAIMS
 
 _DROPPED_KEYS = ("title", "$defs", "definitions")
 
@@ -83,20 +89,19 @@ def _rewrite(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
 # claimed value, a session id) is held to TEXT_CHARS. A schema's own maxLength wins when tighter.
 TEXT_CHARS = 1_000
 QUESTION_CHARS = 2_000
-QUERY_CHARS = 20_000  # the sparql tool's own cap (kg_mcp.tools.sparql.MAX_QUERY_CHARS)
-_TEXT_CAPS = {"question": QUESTION_CHARS, "query": QUERY_CHARS, "session": 200}
+_TEXT_CAPS = {"question": QUESTION_CHARS, "query": MAX_QUERY_CHARS, "session": 200}
 # Items of a list argument, by (tool, name) then by name; any other list: LIST_ITEMS. The tools
 # check the same bounds again (they are called directly too); these refuse a call before any work.
 LIST_ITEMS = 200
 _LIST_CAPS = {
-    "entities": 200,  # kg_mcp.tools.search_batch.MAX_ENTITIES
-    "claims": 50,  # kg_mcp.tools.verify.MAX_CLAIMS
-    "properties_to_filter_for": 50,  # kg_mcp.tools.search.MAX_FILTERS
-    "relations": 30,  # kg_mcp.tools.relations.MAX_RELATIONS
-    "paths": 5,  # kg_mcp.tools.follow.MAX_BRANCHES
-    ("follow", "entities"): 50,  # kg_mcp.tools.follow.MAX_STARTS
-    ("follow", "path"): 6,  # kg_mcp.tools.follow.MAX_HOPS
-    ("follow", "exclude"): 50,  # kg_mcp.tools.follow.MAX_EXCLUDE
+    "entities": MAX_ENTITIES,
+    "claims": MAX_CLAIMS,
+    "properties_to_filter_for": MAX_FILTERS,
+    "relations": MAX_RELATIONS,
+    "paths": MAX_BRANCHES,
+    ("follow", "entities"): MAX_STARTS,
+    ("follow", "path"): MAX_HOPS,
+    ("follow", "exclude"): MAX_EXCLUDE,
 }
 _TEXT_FIX = {
     "question": "Ask the question in a sentence or two.",

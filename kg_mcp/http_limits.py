@@ -6,6 +6,7 @@ peers may speak for others (X-Forwarded-For). The guards that apply them: kg_mcp
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -60,17 +61,10 @@ class HttpLimits:
     @classmethod
     def from_settings(cls, settings, **overrides) -> HttpLimits:
         """The limits a Settings object names, with the non-None `overrides` (CLI flags) on top."""
-        values = {
-            "header_timeout_s": settings.header_timeout_s,
-            "body_timeout_s": settings.body_timeout_s,
-            "max_connections": settings.max_connections,
-            "max_connections_per_client": settings.max_connections_per_client,
-            "max_sessions": settings.max_sessions,
-            "max_sessions_per_client": settings.max_sessions_per_client,
-            "session_idle_timeout_s": settings.session_idle_timeout_s,
-            "trusted_proxies": tuple(settings.trusted_proxies),
-        }
-        values.update({k: (tuple(v) if k == "trusted_proxies" else v) for k, v in overrides.items() if v not in (None, ())})
+        # Every field but the derived `networks` is a setting of the same name.
+        values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls) if f.init}
+        values.update({k: v for k, v in overrides.items() if v not in (None, ())})
+        values["trusted_proxies"] = tuple(values["trusted_proxies"])
         return cls(**values)
 
     def is_trusted_proxy(self, address: str | None) -> bool:

@@ -18,10 +18,10 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit] + '…'!r} ({len(text):,} characters)"
 
 
-def clipped(text: str, limit: int = QUOTE_CHARS) -> str:
-    """`text` as a message shows it unquoted: whole when short, else its first `limit` characters and '…'.
+def clipped(text: str | None, limit: int = QUOTE_CHARS) -> str | None:
+    """`text` in at most `limit` characters: whole when it fits, else cut with '…' as the last one.
 
-    >>> clipped("kg:Drama"), clipped("x" * 100, 5)
-    ('kg:Drama', 'xxxxx…')
+    >>> clipped("kg:Drama"), clipped("x" * 100, 5), clipped(None)
+    ('kg:Drama', 'xxxx…', None)
     """
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if text is None or len(text) <= limit else text[: limit - 1] + "…"

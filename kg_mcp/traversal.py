@@ -36,6 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from kg_mcp.errors import InvalidInput
+from kg_mcp.quoting import clipped
 
 MAX_SESSIONS = 128
 MAX_NODES = 50
@@ -43,10 +44,6 @@ MAX_CANDIDATES = 100  # = kgr_search's MAX_TOP_K: every neighbour a search can h
 STORE_CANDIDATES = 100_000  # neighbours kept over all trees (about 200 bytes each)
 LABEL_CHARS = 200
 ID_CHARS = 1_000  # a longer id cannot be passed back as an argument anyway
-
-
-def cut_label(label: str | None) -> str | None:
-    return label if label is None or len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +58,7 @@ class Candidate:
     @classmethod
     def kept(cls, id: str, label: str | None, relation: str, score: float) -> Candidate:
         """A candidate as a tree keeps it: the label cut, the relation shared with its other uses."""
-        return cls(id, cut_label(label), sys.intern(relation), score)
+        return cls(id, clipped(label, LABEL_CHARS), sys.intern(relation), score)
 
 
 @dataclass

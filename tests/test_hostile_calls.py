@@ -20,7 +20,6 @@ from mcp.client.streamable_http import streamable_http_client
 from kg_mcp.backends import open_store
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import STRUCTURED_PER_TEXT
 from kg_mcp.tools.traverse import kgr_search
 from kg_mcp.traversal import TraversalStore
 from kg_mcp.ranking import LexicalRanker
@@ -103,7 +102,7 @@ async def test_verify_with_many_long_paths_around_a_hub_is_refused(served):
 
 async def test_structured_content_is_bounded_like_the_text_on_hub_calls(served):
     server, settings = served
-    bound = STRUCTURED_PER_TEXT * settings.max_output_chars
+    bound = settings.max_output_chars
     calls = [
         ("verify", _paths(10, 10)),  # the most triples a call may check: 1.56 MB of JSON for 500 before
         ("search", {"entity": HUB, "direction": "incoming", "properties_to_filter_for": ["has_genre"], "limit": 1000}),

@@ -109,7 +109,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
                     return call(tool, *args)
                 return await anyio.to_thread.run_sync(call, tool, *args)
             lane = _lane(heavy_lane, settings.heavy_calls)
-            try:
+            try:  # a free place is taken at once: only a wait for one is held to the deadline
                 lane.acquire_nowait()
                 placed = True
             except anyio.WouldBlock:

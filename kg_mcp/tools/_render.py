@@ -17,13 +17,12 @@ from pydantic import BaseModel
 
 from kg_mcp.backends import Backend
 from kg_mcp.backends.base import Term
+from kg_mcp.quoting import clipped
 from kg_mcp.settings import Settings
 
 # A literal's text or a label in the structured content is cut here (the markdown cuts cells at
 # max_cell_chars): a KG value of megabytes must not ride along whole.
 MAX_VALUE_CHARS = 1_000
-# The structured content's JSON is held to this many times max_output_chars, like the text.
-STRUCTURED_PER_TEXT = 1
 _MIDNIGHT = re.compile(r"^(-?\d{1,}-\d\d-\d\d)T00:00:00Z$")
 _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 
@@ -72,11 +71,11 @@ class Namer:
         in pydantic's compiled core: several times cheaper than building each model in Python."""
         if isinstance(term, ox.Literal):
             datatype = self.id(term.datatype) if not term.language else None
-            return {"id": _cut_value(term.value), "label": None, "kind": "literal", "datatype": datatype, "language": term.language}
+            return {"id": clipped(term.value, MAX_VALUE_CHARS), "label": None, "kind": "literal", "datatype": datatype, "language": term.language}
         if isinstance(term, ox.BlankNode):
             return {"id": self.id(term), "label": None, "kind": "blank", "datatype": None, "language": None}
         label = self.label(term)
-        return {"id": self.id(term), "label": _cut_value(label), "kind": "iri", "datatype": None, "language": None}
+        return {"id": self.id(term), "label": clipped(label, MAX_VALUE_CHARS), "kind": "iri", "datatype": None, "language": None}
 
     def value_text(self, term: Term) -> str:
         """What the markdown shows for a value: ids as ids, literals as their text (dates shortened)."""
@@ -101,12 +100,8 @@ class Namer:
         return f"{self.id(node)} ({label})" if label else self.id(node)
 
 
-def _cut_value(text: str | None) -> str | None:
-    return text if text is None or len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
-
-
 def bounded_data(data: dict, max_output_chars: int) -> dict:
-    """Structured content held to STRUCTURED_PER_TEXT × max_output_chars characters of JSON, as the
+    """Structured content held to max_output_chars characters of JSON, as the
     text is held to max_output_chars: the largest lists are cut (the outermost first, to the share
     that fits) and the cut is said under `structured_cut`: {"limit_chars": N, "lists": {path: [kept, of]}}.
 
@@ -115,7 +110,7 @@ def bounded_data(data: dict, max_output_chars: int) -> dict:
     >>> len(json.dumps(out)) <= 500, out["structured_cut"]["lists"]["rows"][1], out["total"]
     (True, 1000, 1000)
     """
-    budget = STRUCTURED_PER_TEXT * max_output_chars
+    budget = max_output_chars
     size = _json_chars(data)
     if size <= budget:
         return data
@@ -157,8 +152,7 @@ def cell(text: str | None, settings: Settings) -> str:
     if not text:
         return ""
     text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    limit = settings.max_cell_chars
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, settings.max_cell_chars)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str | None]], settings: Settings) -> str:

@@ -76,6 +76,7 @@ class Token:
 @dataclass(frozen=True)
 class CanonicalQuery:
     tokens: tuple[Token, ...]
+    prefixes: dict[str, str]  # the query's PREFIX declarations, name -> namespace (a later one wins)
 
     @property
     def text(self) -> str:
@@ -127,7 +128,7 @@ def canonical_query(query: str, *, max_tokens: int) -> CanonicalQuery:
         tokens.append(Token(kind, value, spaced))
         spaced = False
         _note_prefix(tokens, prefixes)
-    canonical = CanonicalQuery(tuple(tokens))
+    canonical = CanonicalQuery(tuple(tokens), prefixes)
     if _CODEPOINT_ESCAPE.search(canonical.text):
         raise InvalidInput(
             "A string in the query holds a backslash followed by u or U, which would be read as a "

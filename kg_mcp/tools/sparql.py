@@ -2,9 +2,10 @@
 
 The query is first written in its canonical form (kg_mcp.tools._sparql_text): comments dropped,
 whitespace, strings and escapes normalised, so that every parser reads the same tokens. That text
-is checked, on its tokens and on rdflib's parse tree (updates, LOAD/CLEAR/DROP, dataset clauses and
-SERVICE calls to other hosts are refused, never by searching the raw text), and that same text is
-what the store or endpoint runs. Results are capped at a row count and the total is told.
+is checked on its tokens (updates, LOAD/CLEAR/DROP, dataset clauses, SERVICE calls to other hosts
+and engine built-ins are refused; in the canonical text a keyword is a token to every parser), then
+parsed by rdflib for its syntax and form, and that same text is what the store or endpoint runs.
+Results are capped at a row count and the total is told.
 """
 
 from __future__ import annotations
@@ -75,27 +76,19 @@ def checked_query(query: str, profile_name: str, *, remote: bool = True) -> Chec
     except RecursionError:  # the grammar recurses once per nesting level, and Python's stack is finite
         raise InvalidInput("The query is nested too deeply to check.",
                            "Use fewer nested brackets or groups (a few dozen levels at most).") from None
-    prologue, body = parsed[0], parsed[1]
+    body = parsed[1]
     if body.name not in ("SelectQuery", "AskQuery"):
         raise QueryRefused(
             f"{body.name.removesuffix('Query').upper()} queries are not supported.",
             "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }.",
         )
-    if "datasetClause" in body:  # CompValue.get returns the key itself when absent
-        raise _from_refused()
-    prefixes = {_field(d, "prefix"): str(d["iri"]) for d in _walk(prologue) if d.name == "PrefixDecl"}
-    for service in (n for n in _walk(body) if n.name == "ServiceGraphPattern"):
-        target = _iri(service["term"], prefixes)
-        if target not in allowed:
-            raise _service_refused(target)
     return CheckedQuery(canonical.text, body.name)
 
 
 def _check_tokens(canonical: CanonicalQuery, allowed_services: set[str]) -> None:
     """Refuse updates, FROM and SERVICE calls on the canonical tokens themselves, whatever rdflib
     makes of them: in the canonical text a keyword is a keyword to every parser."""
-    tokens = canonical.tokens
-    prefixes: dict[str, str] = {}
+    tokens, prefixes = canonical.tokens, canonical.prefixes
     for i, token in enumerate(tokens):
         if token.kind in ("iri", "pname"):
             _check_engine_function(token, prefixes)
@@ -103,9 +96,7 @@ def _check_tokens(canonical: CanonicalQuery, allowed_services: set[str]) -> None
         if token.kind != "word":
             continue
         word = token.text.upper()
-        if word == "PREFIX" and i + 2 < len(tokens) and tokens[i + 2].kind == "iri":
-            prefixes[tokens[i + 1].text.removesuffix(":")] = tokens[i + 2].text[1:-1]
-        elif word in _UPDATE_WORDS:
+        if word in _UPDATE_WORDS:
             raise _update_refused()
         elif word == "FROM":
             raise _from_refused()
@@ -155,35 +146,6 @@ def _service_refused(target: str | None) -> QueryRefused:
         "queries may not call other services.",
         "Remove the SERVICE clause; query this KG only.",
     )
-
-
-def _walk(node):
-    from rdflib.plugins.sparql.parserutils import CompValue
-
-    if isinstance(node, CompValue):
-        yield node
-        for value in node.values():
-            yield from _walk(value)
-    elif isinstance(node, (list, tuple)) or type(node).__name__ == "ParseResults":
-        for value in node:
-            yield from _walk(value)
-
-
-def _iri(term, prefixes: dict[str, str]) -> str | None:
-    from rdflib import URIRef
-    from rdflib.plugins.sparql.parserutils import CompValue
-
-    if isinstance(term, URIRef):
-        return str(term)
-    if isinstance(term, CompValue) and term.name == "pname":
-        namespace = prefixes.get(_field(term, "prefix"))
-        return None if namespace is None else namespace + _field(term, "localname")
-    return None  # a variable
-
-
-def _field(node, key: str) -> str:
-    """A parse-tree field, '' when absent (CompValue.get returns the key's own name then)."""
-    return str(node[key] or "") if key in node else ""
 
 
 def sparql(backend: Backend, settings: Settings, query: str) -> ToolOutput:

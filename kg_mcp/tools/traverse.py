@@ -22,10 +22,11 @@ from kg_mcp import deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput
+from kg_mcp.quoting import clipped
 from kg_mcp.ranking import GraphRanker, Link, RankItem, Ranker, top_k
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural
-from kg_mcp.traversal import MAX_CANDIDATES, Candidate, Node, Tree, cut_label
+from kg_mcp.traversal import LABEL_CHARS, MAX_CANDIDATES, Candidate, Node, Tree
 
 FETCH_BUDGET = 1000  # edges read around one entity
 DEFAULT_TOP_K = 20
@@ -178,7 +179,7 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
             )
             if len(best) >= MAX_CANDIDATES:
                 break
-    tree.add(Node(id=namer.id(node), label=cut_label(namer.label(node)), parent=parent, via=via, candidates=list(best.values())))
+    tree.add(Node(id=namer.id(node), label=clipped(namer.label(node), LABEL_CHARS), parent=parent, via=via, candidates=list(best.values())))
 
 
 def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:

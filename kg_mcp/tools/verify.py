@@ -22,7 +22,7 @@ from kg_mcp import deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput, KGError, UnknownEntity, UnknownRelation
 from kg_mcp.ids import check_text
-from kg_mcp.quoting import quoted
+from kg_mcp.quoting import clipped, quoted
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
@@ -158,11 +158,9 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
 
 def _echo(claim: TripleClaim, chars: int) -> TripleClaim:
     """The claim as the verdict repeats it, each part cut as a table cell is."""
-
-    def cut(text: str) -> str:
-        return text if len(text) <= chars else text[: chars - 1] + "…"
-
-    return TripleClaim(subject=cut(claim.subject), relation=cut(claim.relation), object=cut(claim.object))
+    return TripleClaim(
+        subject=clipped(claim.subject, chars), relation=clipped(claim.relation, chars), object=clipped(claim.object, chars)
+    )
 
 
 def _entities(backend: Backend, ref: str) -> list[ox.NamedNode]:
