@@ -48,6 +48,10 @@ class Question:
     hops: int | None = None
     gold_path: tuple[str, ...] | None = None  # relations from the topic; ~rel walks backwards
     qtype: str | None = None
+    gold_query: str | None = None  # the gold SPARQL as the file gives it (CWQ, GrailQA, QALD-10)
+    gold_relation: str | None = None  # the gold relation as the file gives it (SimpleQuestions)
+    # each gold answer with the other names it may go by (T-REx, Zero-Shot RE aliases); empty: none given
+    aliases: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass
