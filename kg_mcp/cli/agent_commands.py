@@ -144,7 +144,8 @@ def export_trajectories(run_dir, gold_path, match, out, min_reward):
 
 
 _BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h", "pathquestion-l2h",
-               "qald10", "colota-qa", "colota-cv")  # kg_mcp.agents.evaluation.benchmarks.NAMES
+               "qald10", "colota-qa", "colota-cv", "cwq", "webqsp", "grailqa", "simpleqa", "webquestions", "qald10-en",
+               "trex", "zsre", "creak")  # kg_mcp.agents.evaluation.benchmarks.NAMES
 _LOOKUP_ONLY = ("kg-labels",)  # --lookup with names drawn from the --store's own labels
 
 
