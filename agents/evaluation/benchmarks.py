@@ -320,6 +320,26 @@ def load_benchmark(name: str, data: str | Path | None = None, kb: list[Path] | N
     )
 
 
+def describe(bench: Benchmark, questions: list[Question]) -> str:
+    """What `eval --dry-run` prints: the count, and what the questions carry.
+
+    The KG a benchmark needs is named too (Freebase sets need the user's endpoint)."""
+    counts = {
+        "with a gold query": sum(q.gold_query is not None for q in questions),
+        "with a gold relation": sum(q.gold_relation is not None for q in questions),
+        "with answer aliases": sum(bool(q.aliases) for q in questions),
+        "yes/no": sum(q.kind == "yes_no" for q in questions),
+        "topic from a Freebase key (resolved at run time)": sum(q.topic_key is not None for q in questions),
+        "without topic entities": sum(not q.topics and q.topic_key is None for q in questions),
+        "topics to look up by name": sum(any(v is None for v in q.topics.values()) for q in questions),
+        "without a gold answer": sum(not q.answers for q in questions),
+    }
+    kg = {"freebase": "Freebase (--sparql URL)", "wikidata": "Wikidata (--wikidata)"}.get(bench.endpoint or "", "its KB")
+    lines = [f"{bench.name}: {len(questions):,} questions from {bench.source}; KG: {kg}"]
+    lines += [f"  {n:,} {what}" for what, n in counts.items() if n]
+    return "\n".join(lines)
+
+
 def unique_ids(questions: list[Question], source: Path) -> list[Question]:
     """Results are kept per question id: a repeated id (CoLoTa has two) becomes ID~2, ID~3..."""
     from dataclasses import replace

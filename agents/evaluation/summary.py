@@ -56,6 +56,7 @@ def rescore(record: dict[str, Any]) -> Score:
         labels=record.get("gold_labels") or {},
         repeat=int(record.get("repeat", 0)),
         hops=record.get("hops"),
+        aliases=record.get("gold_aliases") or (),
     )
 
 
