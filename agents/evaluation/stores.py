@@ -121,7 +121,9 @@ def choose_kg(
         return KGTarget(command=command)
     if benchmark.endpoint == "freebase":
         if wikidata:
-            raise ConfigError(f"{benchmark.name} is a Freebase benchmark: give a Freebase endpoint with --sparql URL, not --wikidata.")
+            raise ConfigError(
+                f"{benchmark.name} is a Freebase benchmark: give a Freebase endpoint with --sparql URL, not --wikidata."
+            )
         if not (store or sparql):
             raise ConfigError(
                 f"{benchmark.name} runs over Freebase, which kg-mcp does not download: give a Freebase SPARQL endpoint "

@@ -45,7 +45,7 @@ def _entries(path: Path, read: Callable[[int, dict[str, Any]], Question]) -> lis
     """Each entry of a JSON list through `read`; entries it cannot read are skipped with a warning."""
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, list):
-        raise ValueError("the file is not a JSON list of questions")
+        raise TypeError("the file is not a JSON list of questions")
     out = []
     for index, item in enumerate(data):
         try:
