@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import warnings
 
+import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner
+from conftest import ENGINES
 from kg_mcp.agents.evaluation.benchmarks import TOG_SETS, MalformedEntry, load_benchmark
 from kg_mcp.agents.evaluation.html import write_report
 from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
@@ -178,6 +180,28 @@ async def test_keys_resolve_through_the_sparql_tool_of_a_server(memory_backend):
     without = memory_backend(FREEBASE, profile="freebase")
     async with KGClient.connect(server=without) as kg:
         assert await resolve_topic_key(kg, "/en/jamaica") == ({"jamaica": "m.03_r3"}, "name")
+
+
+@pytest.fixture(scope="module")
+def freebase_nt(tmp_path_factory):
+    store = ox.Store()
+    store.load(FREEBASE.encode(), format=ox.RdfFormat.TURTLE)
+    target = tmp_path_factory.mktemp("tog") / "webquestions-freebase.nt"
+    store.dump(str(target), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+    return target
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_keys_resolve_over_a_freebase_endpoint(engine, engine_endpoints, freebase_nt, tmp_path):
+    """`eval --benchmark webquestions --sparql URL`: the endpoint is read with the freebase profile and
+    the key is found there (Virtuoso is what the papers serve Freebase with)."""
+    file = tmp_path / "WebQuestions.json"
+    file.write_text(json.dumps([{"url": "http://www.freebase.com/view/en/jamaica", "question": "q?", "answers": ["x"]}]))
+    target = choose_kg(load_benchmark("webquestions", file), sparql=engine_endpoints(engine, "tog-webquestions", freebase_nt))
+    assert target.backend.profile.name == "freebase"
+    async with target.client() as kg:
+        assert await resolve_topic_key(kg, "/en/jamaica", target.backend) == ({"jamaica": "m.03_r3"}, "key")
+        assert await resolve_topic_key(kg, "/en/atlantis", target.backend) == ({}, "unresolved")
 
 
 async def test_webquestions_run_records_how_each_topic_was_found(memory_backend, tmp_path):
