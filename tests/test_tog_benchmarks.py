@@ -118,13 +118,21 @@ def test_malformed_entries_are_skipped_and_named(tmp_path):
     assert "entry 3 (not an object) skipped" in messages[2]
 
 
+def test_a_field_of_another_shape_is_named_in_our_words(tmp_path):
+    file = tmp_path / "grailqa.json"
+    file.write_text(json.dumps([{"qid": 5, "question": "q?", "answer": ["m.01"], "topic_entity": {}}]))
+    with pytest.warns(MalformedEntry) as caught:
+        assert load_benchmark("grailqa", file).questions == []
+    assert str(caught[0].message) == "grailqa.json: entry 0 (qid 5) skipped: a field is not of the format's shape"
+
+
 def test_webqsp_answers_written_as_a_python_list_string(tmp_path):
     file = tmp_path / "WebQSP.json"
     file.write_text(json.dumps([
         {"QuestionId": "a", "RawQuestion": "who?", "answer": "['Aragorn', \"Frodo's ring\"]", "topic_entity": {"m.01": "X"}},
         {"QuestionId": "b", "RawQuestion": "who?", "answer": "[__import__('os').getcwd()]", "topic_entity": {}},
     ]))
-    with pytest.warns(MalformedEntry, match="entry 1 .QuestionId b. skipped"):
+    with pytest.warns(MalformedEntry, match="entry 1 .QuestionId b. skipped: its 'answer' is not a list of names"):
         bench = load_benchmark("webqsp", file)
     assert [q.answers for q in bench.questions] == [("Aragorn", "Frodo's ring")]
 

@@ -32,8 +32,6 @@ _MID = re.compile(r"^(?:ns:|fb:)?([mg]\.[0-9a-z_]+)$")
 _WIKIDATA_ID = re.compile(r"^(?:wd:)?([QL][1-9]\d*)$")
 # WebQuestions' topic page: http://www.freebase.com/view/en/jamaica -> the key /en/jamaica
 _FREEBASE_PAGE = re.compile(r"^https?://www\.freebase\.com/view(/[a-z_]+/[^/\s]+)$")
-
-
 _UNLINKED = "UnknownQID"
 
 
@@ -52,8 +50,13 @@ def _entries(path: Path, read: Callable[[int, dict[str, Any]], Question]) -> lis
             if not isinstance(item, dict):
                 raise _Skip("it is not a JSON object")
             out.append(read(index, item))
-        except (_Skip, KeyError, TypeError, ValueError, SyntaxError) as e:
-            why = f"no {e}" if isinstance(e, KeyError) else str(e)
+        except (_Skip, KeyError, TypeError, ValueError) as e:
+            if isinstance(e, _Skip):
+                why = str(e)
+            elif isinstance(e, KeyError):
+                why = f"no {e}"
+            else:  # a field of another shape than the format's (a list where a name belongs...)
+                why = "a field is not of the format's shape"
             warnings.warn(f"{path.name}: entry {index} ({_describe(item)}) skipped: {why}", MalformedEntry, stacklevel=3)
     return out
 
@@ -121,7 +124,10 @@ def _names(value: Any, key: str) -> tuple[str, ...]:
     (('Aragorn',), ('Ohio River',))
     """
     if isinstance(value, str) and value.lstrip().startswith("["):
-        value = ast.literal_eval(value)  # literals only: never runs code
+        try:
+            value = ast.literal_eval(value)  # literals only: never runs code
+        except (ValueError, SyntaxError):
+            raise _Skip(f"its {key!r} is not a list of names") from None
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(v is None or isinstance(v, str | int | float) for v in value):
