@@ -47,6 +47,7 @@ REASONS = {
     "no-entity": "no entity constant to start a walk from",
     "too-long": f"a chain longer than {MAX_HOPS} relations, or more than {MAX_BRANCHES} chains",
     "unreadable": "the query does not parse",
+    "no-matching-relation": "SimpleQuestions: none of the topic's relations ends with the gold relation",
     "other": "a query form the walk does not know (a computed value, several VALUES rows, a service)",
 }
 
@@ -108,6 +109,34 @@ def plan(query: str, topics: tuple[str, ...] | list[str] = (), profile: str = "f
     >>> plan(q + " ORDER BY ?x LIMIT 1").reason
     'order-limit'
     """
+    checked = _checked(query)
+    if isinstance(checked, NotWalkable):
+        return checked
+    parts, answer = checked
+    return _tree(parts, answer, _Compact(profile), topics)
+
+
+@dataclass(frozen=True)
+class GoldPatterns:
+    triples: tuple[tuple, ...]  # rdflib terms; VALUES constants in place, property paths unrolled
+    answer: str
+
+
+def gold_patterns(query: str, profile: str = "freebase") -> GoldPatterns | NotWalkable:
+    """The triple patterns of a walkable gold query, to build a KG on which the query holds."""
+    from rdflib.term import Variable
+
+    walk = plan(query, (), profile)
+    if isinstance(walk, NotWalkable):
+        return walk
+    parts, answer = _checked(query)
+    triples = _without_paths(parts.triples)
+    bound = [tuple(parts.values.get(str(t), t) if isinstance(t, Variable) else t for t in triple) for triple in triples]
+    return GoldPatterns(tuple(bound), answer)
+
+
+def _checked(query: str) -> tuple[_Parts, str] | NotWalkable:
+    """The query's parts and answer variable, or the first reason it cannot be walked."""
     parts = _read(query)
     if parts.refusal:
         return parts.refusal
@@ -120,7 +149,7 @@ def plan(query: str, topics: tuple[str, ...] | list[str] = (), profile: str = "f
     answer = parts.projected[0]
     while answer in parts.aliases:
         answer = parts.aliases[answer]
-    return _tree(parts, answer, _Compact(profile), topics)
+    return parts, answer
 
 
 def reason_text(reason: str) -> str:

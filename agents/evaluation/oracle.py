@@ -165,33 +165,50 @@ async def topic_id(kg: KGClient, question: Question) -> str | None:
     return hits[0]["id"] if hits and not result.is_error else None
 
 
-async def walk(calls: _Calls, question: Question, revisit_topic: bool, batch: int = 1) -> OracleRow:
-    """The gold path hop by hop: one search per frontier entity (sog), or per `batch` of them."""
-    topic = await topic_id(calls.kg, question)
-    if topic is None:
-        return _no_topic(question)
-    frontier, last = {topic}, []
-    n_calls = tokens = chars = 0
-    cut = False
-    for relation in question.gold_path or ():
+@dataclass
+class PathWalk:
+    """What one walk along a chain of relations showed: the last hop's outputs and what it cost."""
+
+    last: list[str]
+    calls: int = 0
+    tokens: int = 0
+    chars: int = 0
+    cut: bool = False
+
+
+async def walk_path(calls: _Calls, start: str, path: tuple[str, ...] | list[str], drop: str | None, batch: int = 1) -> PathWalk:
+    """`path` hop by hop from `start`: one search per frontier entity (or per `batch` of them); the
+    next frontier is the entities in the text of the outputs, less `drop`."""
+    frontier, walked = {start}, PathWalk([])
+    for relation in path:
         direction = "incoming" if relation.startswith("~") else "outgoing"
-        ordered, reached, last = sorted(frontier), set(), []
+        ordered, reached, walked.last = sorted(frontier), set(), []
         for i in range(0, len(ordered), batch):
             chunk = ordered[i : i + batch]
             where = {"entity": chunk[0]} if len(chunk) == 1 else {"entities": chunk}
             text, is_error = await calls.call(
                 "search", {**where, "direction": direction, "properties_to_filter_for": [relation.lstrip("~")]}
             )
-            n_calls += 1
-            tokens += count_tokens(text)
-            chars += len(text)
-            cut = cut or any(marker in text for marker in CUT_MARKERS)
-            last.append(text)
+            walked.calls += 1
+            walked.tokens += count_tokens(text)
+            walked.chars += len(text)
+            walked.cut = walked.cut or any(marker in text for marker in CUT_MARKERS)
+            walked.last.append(text)
             if not is_error:
                 reached |= {row["value"] for row in named_cells(text) if row.get("value")}
-        frontier = reached if revisit_topic else reached - {topic}
-    answers = answer_entities(last, "value", "valueLabel", None if revisit_topic else topic)
-    return _row(question, answers, n_calls, tokens, chars, cut)
+        frontier = reached - {drop}
+    return walked
+
+
+async def walk(calls: _Calls, question: Question, revisit_topic: bool, batch: int = 1) -> OracleRow:
+    """The gold path hop by hop: one search per frontier entity (sog), or per `batch` of them."""
+    topic = await topic_id(calls.kg, question)
+    if topic is None:
+        return _no_topic(question)
+    drop = None if revisit_topic else topic
+    walked = await walk_path(calls, topic, question.gold_path or (), drop, batch)
+    answers = answer_entities(walked.last, "value", "valueLabel", drop)
+    return _row(question, answers, walked.calls, walked.tokens, walked.chars, walked.cut)
 
 
 async def walk_follow(calls: _Calls, question: Question, revisit_topic: bool) -> OracleRow:
@@ -245,15 +262,30 @@ async def run_oracle(
     """Walk every question's gold path over an open client; (summary, one row per question)."""
     from tqdm import tqdm
 
-    missing_paths = [q.id for q in questions if not q.gold_path]
-    if missing_paths:
-        raise ValueError(f"{benchmark.name} has questions without gold paths (e.g. {missing_paths[0]}): no oracle for it")
+    from kg_mcp.agents.evaluation.gold_query_oracle import has_gold_query, walk_gold_query
+
+    missing = [q.id for q in questions if not q.gold_path and not has_gold_query(q)]
+    if missing:
+        raise ValueError(
+            f"{benchmark.name} has questions without gold paths or gold queries (e.g. {missing[0]}): no oracle for it"
+        )
     started = time.perf_counter()
     calls = _Calls(kg)
-    rows = []
+    rows, not_walkable = [], {}
     for question in tqdm(questions, desc=f"oracle {benchmark.name}", unit="q", file=sys.stderr, disable=not progress):
-        rows.append(await WALKS[mode](calls, question, benchmark.revisit_topic))
+        if question.gold_path:
+            rows.append(await WALKS[mode](calls, question, benchmark.revisit_topic))
+            continue
+        row, reason = await walk_gold_query(calls, question, mode, benchmark.endpoint or "freebase")
+        if row is None:
+            not_walkable.setdefault(reason, []).append(question.id)
+        else:
+            rows.append(row)
     summary = summarise(benchmark, rows, time.perf_counter() - started)
+    if any(not q.gold_path for q in questions):
+        summary["asked"] = len(questions)
+        summary["walkable"] = len(rows)
+        summary["not_walkable"] = {reason: sorted(ids) for reason, ids in sorted(not_walkable.items())}
     return {"mode": mode, **summary}, rows
 
 
@@ -271,9 +303,28 @@ def format_summary(summaries: list[dict[str, Any]]) -> str:
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines]
     tokenizer = summaries[0]["tokenizer"] if summaries else tokenizer_name()
+    for s in summaries:
+        if "not_walkable" in s:
+            out.append(not_walkable_lines(s))
     out.append("exact: the answer entities are the gold set; precision: the share of them that are gold (mean over questions)")
     out.append(f"tokens: {tokenizer}; cut: share of questions with an output cut (rows, characters, a limit or a follow hop)")
     return "\n".join(out)
+
+
+def not_walkable_lines(summary: dict[str, Any], shown: int = 3) -> str:
+    """How many questions of a gold-query benchmark were walked, and each reason the others were not
+    (its count and the first question ids)."""
+    from kg_mcp.agents.evaluation.gold_query_walk import reason_text
+
+    asked, walkable = summary["asked"], summary["walkable"]
+    share = f" ({walkable / asked:.1%})" if asked else ""
+    lines = [f"{summary['benchmark']}: {walkable:,} of {asked:,} questions walkable{share}; not walked:"]
+    for reason, ids in summary["not_walkable"].items():
+        more = ", ..." if len(ids) > shown else ""
+        lines.append(f"  {reason} ({reason_text(reason)}): {len(ids):,}, e.g. {', '.join(ids[:shown])}{more}")
+    if not summary["not_walkable"]:
+        lines.append("  none")
+    return "\n".join(lines)
 
 
 def row_dict(row: OracleRow) -> dict[str, Any]:

@@ -166,7 +166,8 @@ def _echo_warnings(caught) -> None:
 @click.option("--kb", "kb_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="KB file(s) to build the store from (default: the benchmark's own).")
 @click.option("--dry-run", is_flag=True, help="Load the questions, print how many and what they carry, and stop.")
-@click.option("--oracle", is_flag=True, help="No model: walk the gold paths through the tools; report recall and tokens.")
+@click.option("--oracle", is_flag=True,
+              help="No model: walk the gold paths (or the gold queries' chains) through the tools; report recall and tokens.")
 @click.option("--mode", "oracle_mode", type=click.Choice(["sog", "batched", "follow"]), default="sog", show_default=True,
               help="--oracle: one search per entity (sog), one batched search per hop, or one follow call.")
 @click.option("--json", "as_json", is_flag=True, help="--oracle: print the summary as JSON.")
@@ -244,8 +245,10 @@ def eval_command(benchmark, data, kb_files, dry_run, oracle, oracle_mode, as_jso
         return run_ranking(bench, rankers=rankers, top_k=top_k, sample=sample, seed=seed, limit=limit, store=store,
                            store_cache=store_cache, no_build=no_build)
     questions = select(bench.questions, limit=limit, sample=sample, seed=seed)
-    if oracle and benchmark not in WITH_GOLD_PATHS:
-        raise ConfigError(f"--oracle needs gold paths: {', '.join(WITH_GOLD_PATHS)}.")
+    from kg_mcp.agents.evaluation.gold_query_oracle import WITH_GOLD_QUERIES
+
+    if oracle and benchmark not in WITH_GOLD_PATHS + WITH_GOLD_QUERIES:
+        raise ConfigError(f"--oracle needs gold paths or gold queries: {', '.join(WITH_GOLD_PATHS + WITH_GOLD_QUERIES)}.")
     if not oracle and not out:
         raise ConfigError("Give --out DIR: the run's results and traces go there (and it resumes from there).")
     kg = choose_kg(bench, store=store, sparql=sparql_url, wikidata=wikidata, command=server_cmd, url=url,
