@@ -11,8 +11,8 @@ prefixed names written in full, Virtuoso's OR/AND as ||/&&).
 
 What the walk leaves out, because it only narrows the answer and the tools show it anyway:
 `FILTER (?x != ?c)` and `!= ns:m.xxx`, the language filter `!isLiteral(?x) OR lang(?x) = ''
-OR langMatches(...)`, class constraints (`?x type.object.type ns:film.film`) and variables that
-only have to exist (`?x time.event.start_date ?d` with ?d used nowhere else). So the walk's answer
+OR langMatches(...)`, class constraints (`?x type.object.type ns:film.film`, and any pattern that
+ends on a Freebase type rather than an entity) and variables that only have to exist (`?x time.event.start_date ?d` with ?d used nowhere else). So the walk's answer
 is a superset of the query's: recall is exact, precision may be lower.
 
 What it cannot walk, each a named reason (`REASONS`): a yes/no query, aggregates (COUNT), ORDER
@@ -24,6 +24,7 @@ to start from, and chains longer or more numerous than `follow` takes.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -57,6 +58,7 @@ _HARMLESS_FUNCTIONS = frozenset({
     "ConditionalOrExpression", "ConditionalAndExpression", "UnaryNot", "RelationalExpression",
     "Builtin_isLITERAL", "Builtin_LANG", "Builtin_LANGMATCHES",
 })  # fmt: skip
+_FREEBASE_ENTITY = re.compile(r"[mg]\.[0-9a-z_]+")
 _QUERY_TOKENS = 100_000  # gold queries are read whole: no cap like the sparql tool's
 
 
@@ -305,7 +307,7 @@ def _tree(parts: _Parts, answer: str, compact: _Compact, topics) -> Walkable | N
             return NotWalkable("variable-predicate", f"{s} {p} {o}")
         if isinstance(s, Literal) or isinstance(o, Literal):
             return NotWalkable("literal-constant", f"{compact(str(p))} {o if isinstance(o, Literal) else s}")
-        if str(p) in CLASS_PREDICATES and isinstance(o, URIRef) and isinstance(s, Variable):
+        if isinstance(o, URIRef) and isinstance(s, Variable) and (str(p) in CLASS_PREDICATES or _is_schema(str(o))):
             dropped.append(f"?{s} is a {compact(str(o))}")
             continue
         node = [("v", str(t)) if isinstance(t, Variable) else ("c", i, str(t)) for t in (s, o)]
@@ -347,6 +349,12 @@ def _tree(parts: _Parts, answer: str, compact: _Compact, topics) -> Walkable | N
     first = set(topics)
     branches.sort(key=lambda b: (b.start not in first, len(b.path)))
     return Walkable(tuple(branches), answer, tuple(dropped))
+
+
+def _is_schema(iri: str) -> bool:
+    """A Freebase type or property (`location.location`), not an entity (`m.0f8l9c`): a pattern that
+    ends on one is a class constraint (`?x kg.object_profile.prominent_type ns:location.location`)."""
+    return iri.startswith(FREEBASE) and not _FREEBASE_ENTITY.fullmatch(iri[len(FREEBASE) :])
 
 
 def _without_paths(triples: list[tuple]) -> list[tuple] | NotWalkable:
