@@ -24,6 +24,7 @@ from kg_mcp.agents.evaluation.oracle import format_summary, named_cells, run_ora
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Reply
 from kg_mcp.agents.models.scripted import ScriptedModel, call
+from kg_mcp.agents.r2kg import run_r2kg
 from kg_mcp.agents.sog import run_sog
 from kg_mcp.backends import open_endpoint, open_store
 from kg_mcp.errors import KGError
@@ -230,3 +231,51 @@ def test_oracle_command_names_what_it_cannot_walk(small_freebase, data_dir, tmp_
     assert summary["asked"] == 30 and summary["walkable"] + sum(map(len, summary["not_walkable"].values())) == 30
     assert f"cwq: {summary['walkable']} of 30 questions walkable" in done.stdout and summary["recall"] >= 0.95
     assert all(f"  {reason} (" in done.stdout for reason in summary["not_walkable"])
+
+
+def _one_chain(built, limit: int, max_hops: int = 3):
+    """Up to `limit` built questions whose gold query is one chain from a named topic to entity answers."""
+    picked = []
+    for question in random.Random(9).sample(built.questions, len(built.questions)):
+        walk = plan(question.gold_query, tuple(question.topics.values()))
+        names = {ident: name for name, ident in question.topics.items()}
+        if (len(walk.branches) == 1 and walk.branches[0].start in names and len(walk.branches[0].path) <= max_hops
+                and len(question.answers) <= 5 and not any(a[:1].isdigit() for a in question.answers)):
+            picked.append((question, walk, names[walk.branches[0].start]))
+        if len(picked) == limit:
+            break
+    return picked
+
+
+async def test_scripted_r2kg_answers_over_the_small_freebase(small_freebase, backend):
+    """R2-KG's Operator walks the gold chain with get_relations/explore_kg (through mediator nodes) and
+    its Supervisor answers with the far ends of the last hop: the gold answers."""
+    from test_r2kg import gold_supervisor, gold_walker
+
+    _, built, _ = small_freebase
+    async with KGClient.connect(server=backend) as kg:
+        for question, walk, topic_name in _one_chain(built, 4):
+            path = list(walk.branches[0].path)
+            operator = ScriptedModel(gold_walker(path), name="operator")
+            supervisor = ScriptedModel(gold_supervisor(path, exclude=topic_name), name="supervisor")
+            result = await run_r2kg(question.text, kg, operator, supervisor, topics={topic_name: walk.branches[0].start})
+            assert not result.abstained, question.id
+            assert {normalise(a) for a in result.answers} >= _answers_of(question), question.id
+
+
+async def test_simplequestions_relation_is_matched_on_the_topics_relations(small_freebase, backend, data_dir):
+    """SimpleQuestions gives the gold relation's last segment only: the oracle finds the topic's
+    relations that end with it (get_relations) and walks them; a segment none ends with is named."""
+    _, built, _ = small_freebase
+    one_hop = [(q, w, name) for q, w, name in _one_chain(built, 40, max_hops=1)][:8]
+    questions = [Question(f"sq-{q.id}", q.text, q.answers, topics={name: w.branches[0].start}, aliases=q.aliases,
+                          gold_relation=w.branches[0].path[0].lstrip("~").rsplit(".", 1)[-1])
+                 for q, w, name in one_hop]
+    nowhere = Question("sq-none", "what is it", ("x",), topics={one_hop[0][2]: one_hop[0][1].branches[0].start},
+                       gold_relation="no_such_relation_anywhere")
+    bench = load_benchmark("simpleqa", data_dir)
+    async with KGClient.connect(server=backend) as kg:
+        summary, rows = await run_oracle(bench, [*questions, nowhere], kg, progress=False)
+    assert len(one_hop) >= 4 and summary["walkable"] == len(questions)
+    assert summary["not_walkable"] == {"no-matching-relation": ["sq-none"]}
+    assert summary["recall"] == 1.0 and all(r.calls >= 2 for r in rows)  # get_relations, then a search per match
