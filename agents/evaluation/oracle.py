@@ -23,6 +23,10 @@ call per hop with the whole frontier in `entities` (chunks of MAX_BATCH); `follo
 `follow` call with the whole gold path and reads the answer from its table, with the tool's
 default (paths back through the start left out) or, where the benchmark's paths may revisit the
 topic, exclude_through="none".
+
+Benchmarks that give a gold query (CWQ, GrailQA, QALD-10-en) or a gold relation (SimpleQuestions)
+instead of a path are walked by gold_query_oracle, in the same modes, with the same rows; the
+questions it cannot walk are counted and named per reason in the summary (`not_walkable`).
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@ the engine is sent that text, so both see the same tokens.
 
 Prefixed names whose local part holds a dot or a `\\` escape are written as full IRIs when their
 prefix is declared: pyoxigraph 0.5 misreads local parts with several dots (`ns:film.film.genre`).
-Prefixed names with xsd:, rdf:, rdfs: or owl: that the query does not declare are written in
-full, as Virtuoso reads them. The words OR and AND, which Virtuoso reads as `||` and `&&` and SPARQL 1.1 does not know (every
-ComplexWebQuestions gold query has `FILTER (!isLiteral(?x) OR lang(?x) = '' ...)`), are written as
-those operators: a bare word is never a name in SPARQL, so nothing else can be meant.
+Virtuoso's dialect, in which the papers' Freebase gold queries are written, is read as Virtuoso
+reads it: xsd:, rdf:, rdfs: and owl: names that the query does not declare are written in full
+(and Virtuoso's `xsd:datetime` cast as `xsd:dateTime`), and the words OR and AND as `||` and `&&`
+(every ComplexWebQuestions query has `FILTER (!isLiteral(?x) OR lang(?x) = '' ...)`). SPARQL 1.1
+has no such words, and a bare word is never a name in it, so nothing else can be meant.
 """
 
 from __future__ import annotations
