@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# An absolute IRI as SPARQL writes it between < >: a scheme, then no spaces, quotes or brackets.
+_GRAPH_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>"{}|^`\\]+')
 
 
 class Settings(BaseSettings):
@@ -41,6 +47,11 @@ class Settings(BaseSettings):
         pattern="^(auto|mwapi|virtuoso|qlever|labels)$",
         description="find_entities on an endpoint: its own text search (auto: detected), or label queries",
     )
+    graphs: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="on an endpoint, the named graphs every query reads (--graph IRI, repeatable; "
+        "KG_MCP_GRAPHS: IRIs separated by spaces or commas); empty: the endpoint's data graphs",
+    )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint, and per sparql query on a local store")
@@ -69,3 +80,26 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
     trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
+
+    @field_validator("graphs", mode="before")
+    @classmethod
+    def _split_graphs(cls, value):
+        # From KG_MCP_GRAPHS (or a bundle option) the IRIs come as one string.
+        if isinstance(value, str):
+            value = [part for part in re.split(r"[\s,]+", value) if part]
+        return value
+
+    @field_validator("graphs")
+    @classmethod
+    def _check_graphs(cls, value: list[str]) -> list[str]:
+        for iri in value:
+            if (problem := graph_iri_problem(iri)) is not None:
+                raise ValueError(problem)
+        return list(dict.fromkeys(value))
+
+
+def graph_iri_problem(iri: str) -> str | None:
+    """What is wrong with `iri` as a graph name, or None when it is a full IRI."""
+    if _GRAPH_IRI.fullmatch(iri):
+        return None
+    return f"{iri!r} is not a graph IRI: write it in full, e.g. http://example.org/graph/movies"
