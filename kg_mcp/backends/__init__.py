@@ -9,6 +9,7 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.named_graphs import plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
@@ -94,16 +95,19 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
     try:
+        # Which graphs every query reads (kg_mcp.backends.named_graphs): the chosen ones, or the data graphs.
+        plan = plan_graphs(url, settings.graphs, probe._solutions, probe._boolean)
+        probe.http.graphs = plan.graphs
         chosen = get_profile(profile) if profile else _detect(probe._boolean)
         log.info("endpoint %s: profile %s", url, chosen.name)
         # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
         known = {**chosen.prefixes, **settings.prefixes}
-        found = discover(probe._solutions, known) if settings.prefix_discovery else Discovered()
+        found = discover(probe._solutions, known, plan.graphs) if settings.prefix_discovery else Discovered()
     finally:
         probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
-    return RemoteBackend(url, chosen, vocab, settings)
+    return RemoteBackend(url, chosen, vocab, settings, graphs=plan)
 
 
 def _local_backend(

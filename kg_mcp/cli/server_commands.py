@@ -298,5 +298,27 @@ def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
         for predicate, count in stats.top_relations:
             label = labels.get(predicate)
             click.echo(f"  {count:>10,}  {backend.vocab.compact(predicate)}" + (f"  ({label})" if label else ""))
+    if hasattr(backend, "graph_sizes"):
+        _echo_graphs(backend)
     backend.close()
+
+
+def _echo_graphs(backend) -> None:
+    """An endpoint's named graphs, their sizes, and which ones the tools read."""
+    plan = backend.graph_plan
+    click.echo(f"graphs read: {plan.reason}" + (f" ({len(plan.graphs)})" if plan.graphs else ""))
+    sizes = backend.graph_sizes()
+    if not sizes:
+        click.echo("named graphs: none listed")
+        return
+    click.echo(f"named graphs (triples, counted up to {backend.count_cap:,}):")
+    for graph in sizes:
+        count = "not counted" if graph.triples is None else f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
+        if graph.read is None:
+            note = f"{graph.engine}'s own" if graph.engine else ""
+        elif graph.read:
+            note = "read"
+        else:
+            note = f"{graph.engine}'s own, not read" if graph.engine else "not read"
+        click.echo(f"  {count:>18}  {graph.iri}" + (f"  ({note})" if note else ""))
 
