@@ -31,7 +31,9 @@ class Settings(BaseSettings):
         {}, description="extra prefixes, name -> namespace IRI (--prefix NAME=IRI): ids are shown and read with them"
     )
     prefix_discovery: bool = Field(
-        True, description="on an endpoint, find prefixes for its dominant namespaces at start (VoID, a bounded sample)"
+        True,
+        description="on an endpoint, look at what it holds at start: its data graphs (leaving out the engine's own) "
+        "and prefixes for its dominant namespaces (VoID, a bounded sample)",
     )
     schema_summary_s: float = Field(
         10.0, ge=0, description="at start, the KG summary in the server instructions takes at most this long on an endpoint (0: no summary)"

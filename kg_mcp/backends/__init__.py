@@ -9,11 +9,11 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
-from kg_mcp.backends.named_graphs import plan_graphs
+from kg_mcp.backends.named_graphs import CHOSEN, GraphPlan, plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
-from kg_mcp.errors import ConfigError
+from kg_mcp.errors import ConfigError, EndpointError
 from kg_mcp.ids import Vocabulary
 from kg_mcp.names.store_index import open_store_index
 from kg_mcp.profiles import GENERIC, Profile, detect_profile, get_profile
@@ -96,13 +96,21 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
     try:
         # Which graphs every query reads (kg_mcp.backends.named_graphs): the chosen ones, or the data graphs.
-        plan = plan_graphs(url, settings.graphs, probe._solutions, probe._boolean)
+        # With discovery off nothing is asked at start: chosen graphs are read unchecked, else the default graph.
+        look = settings.prefix_discovery
+        plan = GraphPlan(tuple(settings.graphs), tuple(settings.graphs), CHOSEN) if settings.graphs else GraphPlan()
+        if look:
+            try:
+                plan = plan_graphs(url, settings.graphs, probe._solutions, probe._boolean, lambda: probe.http.engine)
+            except EndpointError as e:  # discovery only shortens output: it must never stop a start
+                log.warning("could not look at the endpoint's graphs (%s); reading it as it answers", e.message)
+                look = False
         probe.http.graphs = plan.graphs
         chosen = get_profile(profile) if profile else _detect(probe._boolean)
         log.info("endpoint %s: profile %s", url, chosen.name)
         # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
         known = {**chosen.prefixes, **settings.prefixes}
-        found = discover(probe._solutions, known, plan.graphs) if settings.prefix_discovery else Discovered()
+        found = discover(probe._solutions, known, plan.graphs) if look else Discovered()
     finally:
         probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)

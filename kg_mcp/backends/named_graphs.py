@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-from kg_mcp.errors import ConfigError, KGError
+from kg_mcp.errors import ConfigError, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ SYSTEM_PATTERNS = (
 LIST_EMPTY_PATTERN = f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {{ }} }} LIMIT {LISTED_GRAPHS}"
 LIST_BY_TRIPLES = f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }} LIMIT {LISTED_GRAPHS}"
 ANY_TRIPLE = "ASK { ?s ?p ?o }"
+CHOSEN = "the graphs chosen with --graph"
 
 
 def engine_of_graph(iri: str) -> str | None:
@@ -120,16 +121,21 @@ class GraphPlan:
         return [g for g in self.listed if engine_of_graph(g)]
 
 
-def list_graphs(solutions: Callable[[str], Iterable]) -> list[str]:
+def list_graphs(solutions: Callable[[str], Iterable], engine: Callable[[], str | None] = lambda: None) -> list[str]:
     """The endpoint's named graphs (at most LISTED_GRAPHS). `GRAPH ?g {}` is the cheap way where
-    engines answer it (Oxigraph reads its graph list); Virtuoso answers it with nothing, and lists
-    them from its graph index for the second form."""
+    engines answer it (Oxigraph reads its graph list). Virtuoso answers it with nothing, and lists
+    them from its graph index for the second form; elsewhere that form may read every triple, so
+    it is asked of Virtuoso only (`engine()`: the engine recognised by the first answer)."""
     found: list[str] = []
     for query in (LIST_EMPTY_PATTERN, LIST_BY_TRIPLES):
+        if query is LIST_BY_TRIPLES and engine() != "virtuoso":
+            break
         try:
             rows = solutions(query)
-        except KGError as e:
-            log.info("could not list the endpoint's graphs (%s)", e.message)
+        except InvalidInput as e:  # an engine without named graphs may refuse GRAPH; one that fails says so
+            log.info("the endpoint did not list its graphs (%s)", e.message)
+            continue
+        if not isinstance(rows, list):  # an endpoint that answers a SELECT oddly
             continue
         found = [row["g"].value for row in rows if isinstance(row["g"], ox.NamedNode)]
         if found:
@@ -137,10 +143,11 @@ def list_graphs(solutions: Callable[[str], Iterable]) -> list[str]:
     return found
 
 
-def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean) -> GraphPlan:
+def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean, engine=lambda: None) -> GraphPlan:
     """The graphs to read on the endpoint at `url`; a ConfigError when a chosen one holds nothing.
 
-    `solutions(query)` runs a SELECT and `boolean(query)` an ASK, both without a dataset.
+    `solutions(query)` runs a SELECT and `boolean(query)` an ASK, both without a dataset;
+    `engine()` names the engine once an answer has said (kg_mcp.backends.http_transport).
     """
     chosen = tuple(chosen)
     if url_names_graphs(url):
@@ -153,7 +160,7 @@ def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean) -> GraphPla
     if chosen:
         missing = [g for g in chosen if not _holds_triples(boolean, g)]
         if missing:
-            listed = list_graphs(solutions)
+            listed = list_graphs(solutions, engine)
             data = [g for g in listed if not engine_of_graph(g)]
             there = ", ".join(data[:SHOWN_GRAPHS]) + (f" and {len(data) - SHOWN_GRAPHS} more" if len(data) > SHOWN_GRAPHS else "")
             raise ConfigError(
@@ -161,8 +168,8 @@ def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean) -> GraphPla
                 + (f"Its data graphs: {there}." if data else "It lists no named graphs holding data.")
                 + " Run `kg-mcp info --sparql URL` to see them with their sizes."
             )
-        return GraphPlan(graphs=chosen, listed=chosen, reason="the graphs chosen with --graph")
-    listed = tuple(list_graphs(solutions))
+        return GraphPlan(graphs=chosen, listed=chosen, reason=CHOSEN)
+    listed = tuple(list_graphs(solutions, engine))
     data = tuple(g for g in listed if not engine_of_graph(g))
     if not data or len(listed) >= LISTED_GRAPHS:
         return GraphPlan(listed=listed)
@@ -186,8 +193,9 @@ def _holds_triples(boolean, graph: str) -> bool:
 
 
 def _boolean_or(boolean, query: str, default: bool) -> bool:
+    """`boolean(query)`, or `default` where the engine refuses the query (an endpoint that fails raises)."""
     try:
         return boolean(query)
-    except KGError as e:
+    except InvalidInput as e:
         log.info("endpoint did not answer %s (%s)", query, e.message)
         return default

@@ -159,7 +159,7 @@ class RemoteBackend(SparqlBackend):
         graph costs one bounded query) and whether this backend reads them. Each count runs on the
         whole endpoint, so that graphs outside the dataset are counted too."""
         plan = self.graph_plan
-        listed = plan.listed or tuple(list_graphs(lambda query: self._answer(query, ()).result))
+        listed = plan.listed or tuple(list_graphs(lambda query: self._answer(query, ()).result, lambda: self.http.engine))
         sizes = []
         for graph in listed[:SHOWN_GRAPHS]:
             try:
