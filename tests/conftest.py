@@ -156,6 +156,32 @@ def virtuoso(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def stock_virtuoso(tmp_path_factory):
+    """A Virtuoso run from Debian's packaged ini as a user has it (only ports and paths changed):
+    its system graphs beside the data, which `load(source, graph)` bulk-loads into a named graph."""
+    from bench.virtuoso import Virtuoso, installed
+
+    problem = installed()
+    if problem:
+        pytest.fail(problem)
+    server = Virtuoso(tmp_path_factory.mktemp("stock-virtuoso"), sql_port=free_port(), http_port=free_port(), stock=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def text_kb_as_ntriples(lines: list[str], target: Path) -> Path:
+    """Plain-text triples (MetaQA's `a|r|b`, PathQuestion's tabs) as the N-Triples `kg-mcp load` makes of them."""
+    text = target.with_suffix(".txt")
+    text.write_text("".join(line if line.endswith("\n") else line + "\n" for line in lines), encoding="utf-8")
+    store = target.with_suffix(".store")
+    load_sources([text], store, progress=False)
+    return store_as_ntriples(store, target)
+
+
 def store_as_ntriples(store_dir: Path, target: Path) -> Path:
     """The default graph of a kg-mcp store as N-Triples, for loading into another engine."""
     store = ox.Store.read_only(str(store_dir))
