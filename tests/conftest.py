@@ -105,10 +105,15 @@ def oxigraph_cli() -> str:
     return found
 
 
-def _oxigraph_serve(location: Path, source: Path):
-    """`oxigraph serve-read-only` on a loopback port over `source`; yields the query URL."""
+def _oxigraph_serve(location: Path, source: Path | None, named: dict[str, Path] | None = None):
+    """`oxigraph serve-read-only` on a loopback port over `source` (the default graph) and `named`
+    (graph IRI -> N-Triples file, each loaded into its graph); yields the query URL."""
     cli = oxigraph_cli()
-    subprocess.run([cli, "load", "--location", str(location), "--file", str(source)], check=True, capture_output=True)
+    loads = [(source, [])] if source else []
+    loads += [(path, ["--graph", graph]) for graph, path in (named or {}).items()]
+    for path, extra in loads:
+        command = [cli, "load", "--location", str(location), "--file", str(path), *extra]
+        subprocess.run(command, check=True, capture_output=True)
     port = free_port()
     process = subprocess.Popen(
         [cli, "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
