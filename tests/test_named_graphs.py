@@ -82,6 +82,7 @@ def test_one_graph_chosen_only_it_is_seen(url, sources):
     assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text  # GRAPH ?g sees the chosen graph
     assert not other.is_error and "kg:" not in other.content[0].text  # GRAPH <other> reads nothing
     assert stats["triples"] == movies  # the kg://stats resource counts the chosen graph
+    assert stats["graphs"] == f"the graphs chosen with --graph: {MOVIES}"
     backend.close()
 
 

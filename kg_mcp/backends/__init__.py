@@ -54,6 +54,11 @@ def open_backend(
     chosen = [x for x in (store, sparql, wikidata or None) if x]
     if len(chosen) > 1:
         raise ConfigError("Give one of --store, --sparql or --wikidata, not several.")
+    if settings.graphs and not (sparql or wikidata):
+        raise ConfigError(
+            "--graph (KG_MCP_GRAPHS) picks graphs of a SPARQL endpoint (--sparql); a store made by "
+            "`kg-mcp load` and the demo KG are read whole. Load only the data you want into the store instead."
+        )
     if store:
         return open_store(store, profile=profile, settings=settings)
     if sparql or wikidata:

@@ -306,7 +306,8 @@ def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
 def _echo_graphs(backend) -> None:
     """An endpoint's named graphs, their sizes, and which ones the tools read."""
     plan = backend.graph_plan
-    click.echo(f"graphs read: {plan.reason}" + (f" ({len(plan.graphs)})" if plan.graphs else ""))
+    if not plan.graphs:  # else the stats' details named them
+        click.echo(f"graphs: {plan.reason}")
     sizes = backend.graph_sizes()
     if not sizes:
         click.echo("named graphs: none listed")
