@@ -4,6 +4,8 @@ system graphs come first in an unrestricted query; kg-mcp reads the data graph a
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 from click.testing import CliRunner
@@ -64,9 +66,15 @@ def test_outputs_are_compact_and_accepted_back(stock_backend):
             found = await client.call_tool("find_entities", {"name": "In Bloom", "limit": 3})
             relations = await client.call_tool("get_relations", {"entity": "kg:In_Bloom"})
             walked = await client.call_tool("follow", {"entity": "kg:In_Bloom", "path": ["directed_by"]})
-            return found, relations, walked
+            schema = json.loads((await client.read_resource("kg://schema")).contents[0].text)
+            return found, relations, walked, schema
 
-    found, relations, walked = anyio.run(calls)
+    found, relations, walked, schema = anyio.run(calls)
+    # The KG summary (relations, hubs) counts the data graph: nothing of Virtuoso's DAV folder or views.
+    metaqa = {"directed_by", "written_by", "starred_actors", "release_year", "in_language", "has_tags", "has_genre",
+              "has_imdb_votes", "has_imdb_rating", "rdfs:label"}
+    assert schema["top_relations"] and {r["relation"] for r in schema["top_relations"]} <= metaqa
+    assert schema["hubs"] and all(h["entity"].startswith("kg:") for h in schema["hubs"])
     assert not found.is_error and "| kg:In_Bloom | In Bloom |" in found.content[0].text
     assert not relations.is_error and "| directed_by |" in relations.content[0].text
     assert "http://" not in relations.content[0].text
