@@ -137,3 +137,18 @@ def test_graph_option_and_info_listing(oxigraph_url, sources):
     assert f"{sources['triples'][MOVIES]:,}  {MOVIES}  (read)" in everything.output
     refused = CliRunner().invoke(main, ["info", "--sparql", oxigraph_url, "--graph", "movies"])
     assert refused.exit_code != 0 and "is not a graph IRI" in refused.output
+
+
+def test_graphs_from_the_environment_the_command_line_and_config(monkeypatch, tmp_path):
+    monkeypatch.setenv("KG_MCP_GRAPHS", f"{MOVIES}, {PEOPLE}")  # as a bundle passes its option
+    assert Settings().graphs == [MOVIES, PEOPLE]
+    monkeypatch.setenv("KG_MCP_GRAPHS", "")
+    assert Settings().graphs == []
+    monkeypatch.setenv("KG_MCP_GRAPHS", "movies")
+    bad = CliRunner().invoke(main, ["info", "--sparql", "http://127.0.0.1:9/sparql"])
+    assert bad.exit_code != 0 and "KG_MCP_GRAPHS: 'movies' is not a graph IRI" in bad.output
+    monkeypatch.delenv("KG_MCP_GRAPHS")
+    on_a_store = CliRunner().invoke(main, ["info", "--store", str(tmp_path / "none"), "--graph", MOVIES])
+    assert on_a_store.exit_code != 0 and "picks graphs of a SPARQL endpoint" in on_a_store.output
+    snippet = CliRunner().invoke(main, ["config", "cursor", "--sparql", "http://127.0.0.1:9/sparql", "--graph", MOVIES])
+    assert json.loads(snippet.stdout)["mcpServers"]["kg-mcp"]["args"][-2:] == ["--graph", MOVIES]

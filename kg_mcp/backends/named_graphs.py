@@ -44,18 +44,17 @@ SYSTEM_GRAPHS = {
     "http://www.w3.org/ns/ldp#": "Virtuoso",
     "http://www.openlinksw.com/schemas/RDF_Mapper_Ontology/1.0/": "Virtuoso",
     "virtrdf-label": "Virtuoso",
-    # GraphDB / RDF4J: the pseudo-graphs of explicit and inferred statements, the default graph's name.
+    # GraphDB: the pseudo-graphs of its explicit and of its inferred statements. (RDF4J's rdf4j:nil,
+    # Blazegraph's nullGraph and Neptune's DefaultNamedGraph name where triples loaded without a
+    # graph go: data, so they are not here.)
     "http://www.ontotext.com/explicit": "GraphDB",
     "http://www.ontotext.com/implicit": "GraphDB",
-    "http://rdf4j.org/schema/rdf4j#nil": "RDF4J",
-    "http://www.openrdf.org/schema/sesame#nil": "RDF4J",
-    # Blazegraph's name for the default graph of a quads namespace.
-    "http://www.bigdata.com/rdf#nullGraph": "Blazegraph",
     # kg-mcp's own load-time statistics (kg_mcp.hubs), in a store served by `oxigraph serve`.
     "urn:kg-mcp:stats": "kg-mcp",
 }
 # Virtuoso names these after its host (URIQA DefaultHost): the DAV folder's metadata and the
-# endpoint's service description. Stardog's special graphs share one prefix.
+# endpoint's service description. Stardog's special graphs (all, local, named, virtual, default)
+# share one prefix.
 SYSTEM_PATTERNS = (
     (re.compile(r"https?://[^/]+/DAV/?"), "Virtuoso"),
     (re.compile(r"https?://[^/]+/sparql/?"), "Virtuoso"),
