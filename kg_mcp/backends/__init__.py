@@ -115,7 +115,7 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         log.info("endpoint %s: profile %s", url, chosen.name)
         # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
         known = {**chosen.prefixes, **settings.prefixes}
-        found = discover(probe._solutions, known, plan.graphs) if look else Discovered()
+        found = discover(probe._solutions, known, plan.sampled) if look else Discovered()
     finally:
         probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)

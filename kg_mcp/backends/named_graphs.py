@@ -119,6 +119,14 @@ class GraphPlan:
     def system(self) -> list[str]:
         return [g for g in self.listed if engine_of_graph(g)]
 
+    @property
+    def sampled(self) -> tuple[str, ...]:
+        """The graphs namespace discovery samples: those read, or, where the engine's own graphs sit
+        in a default graph read whole, the data graphs beside them (empty: the default graph)."""
+        if self.graphs or not self.system:
+            return self.graphs
+        return tuple(g for g in self.listed if not engine_of_graph(g))
+
 
 def list_graphs(solutions: Callable[[str], Iterable], engine: Callable[[], str | None] = lambda: None) -> list[str]:
     """The endpoint's named graphs (at most LISTED_GRAPHS). `GRAPH ?g {}` is the cheap way where

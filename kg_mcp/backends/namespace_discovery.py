@@ -33,6 +33,7 @@ SAMPLE_TRIPLES = 2000  # triples read to find dominant namespaces: one bounded q
 SIZE_CAP = 100_000  # a graph's triples are counted up to this to weigh its share of the sample
 MIN_SHARE = 50  # triples read from any graph, however small
 SAMPLED_GRAPHS = 20  # the largest graphs sampled, when the backend reads more
+COUNTED_GRAPHS = 50  # graphs whose size is counted to find those (the first listed)
 SUBJECTS_REVISITED = 40  # subjects of the first sample whose own triples are read in a second one
 VOID_ROWS = 50
 _DOMINANT_SHARE = 0.1  # a namespace holding at least this share of the sample gets a prefix
@@ -65,8 +66,9 @@ def namespace_of(iri: str) -> str:
 def discover(solutions: Callable[[str], Iterable], known: dict[str, str], graphs: Sequence[str] = ()) -> Discovered:
     """Namespaces of the endpoint that `known` (prefix -> namespace) does not cover yet.
 
-    `solutions(query)` runs a SELECT; `graphs` are the graphs it reads (empty: one default graph). Failures are logged and leave ids in full: discovery only
-    shortens output, it must never stop a server from starting.
+    `solutions(query)` runs a SELECT; `graphs` are the data graphs to sample (empty: the default
+    graph). Failures are logged and leave ids in full: discovery only shortens output, it must
+    never stop a server from starting.
     """
     found = Discovered()
     covered = set(known.values())
@@ -119,17 +121,19 @@ def _void(solutions) -> tuple[list[str], list[str]]:
 
 
 def _first_queries(solutions, graphs: Sequence[str]) -> list[str]:
-    """The first sample: one query, or one per graph with a share of SAMPLE_TRIPLES by size."""
-    if len(graphs) < 2:
+    """The first sample: one query over the default graph, or one per graph (`GRAPH <g>`, which
+    reads it with or without a dataset), several sharing SAMPLE_TRIPLES by their sizes."""
+    if not graphs:
         return [SAMPLE_QUERY]
-    sizes = {}
-    for graph in graphs:
-        rows = solutions(bounded_graph_size(graph, SIZE_CAP))
-        n = rows[0]["n"] if rows else None
-        sizes[graph] = int(n.value) if isinstance(n, ox.Literal) else 0
-    biggest = sorted((g for g in graphs if sizes[g]), key=lambda g: -sizes[g])[:SAMPLED_GRAPHS]
+    sizes = {graphs[0]: SAMPLE_TRIPLES}
+    if len(graphs) > 1:
+        for graph in graphs[:COUNTED_GRAPHS]:
+            rows = solutions(bounded_graph_size(graph, SIZE_CAP))
+            n = rows[0]["n"] if rows else None
+            sizes[graph] = int(n.value) if isinstance(n, ox.Literal) else 0
+        log.info("namespace sample over graphs (triples, up to %d): %s", SIZE_CAP, sizes)
+    biggest = sorted((g for g in sizes if sizes[g]), key=lambda g: -sizes[g])[:SAMPLED_GRAPHS]
     total = sum(sizes[g] for g in biggest)
-    log.info("namespace sample over graphs (triples, up to %d): %s", SIZE_CAP, {g: sizes[g] for g in biggest})
     return [
         f"SELECT ?s ?p ?o WHERE {{ GRAPH {ox.NamedNode(g)} {{ ?s ?p ?o }} }} "
         f"LIMIT {max(MIN_SHARE, SAMPLE_TRIPLES * sizes[g] // total)}"
