@@ -152,3 +152,11 @@ def test_graphs_from_the_environment_the_command_line_and_config(monkeypatch, tm
     assert on_a_store.exit_code != 0 and "picks graphs of a SPARQL endpoint" in on_a_store.output
     snippet = CliRunner().invoke(main, ["config", "cursor", "--sparql", "http://127.0.0.1:9/sparql", "--graph", MOVIES])
     assert json.loads(snippet.stdout)["mcpServers"]["kg-mcp"]["args"][-2:] == ["--graph", MOVIES]
+
+
+def test_the_bundle_option_reaches_the_server(oxigraph_url, sources):
+    from test_bundle import host_env, served
+
+    _, stats = anyio.run(served, host_env({"sparql_url": oxigraph_url, "graphs": f"{PEOPLE} "}))
+    assert stats["graphs"] == f"the graphs chosen with --graph: {PEOPLE}"
+    assert stats["triples"] == sources["triples"][PEOPLE]
