@@ -104,7 +104,8 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         # With discovery off nothing is asked at start: chosen graphs are read unchecked, else the default graph.
         look = settings.prefix_discovery
         plan = GraphPlan(tuple(settings.graphs), tuple(settings.graphs), CHOSEN) if settings.graphs else GraphPlan()
-        if look:
+        # Wikidata's query service is a triple store (Blazegraph in triples mode): no graphs to list.
+        if look and (settings.graphs or profile != "wikidata"):
             try:
                 plan = plan_graphs(url, settings.graphs, probe._solutions, probe._boolean, lambda: probe.http.engine)
             except EndpointError as e:  # discovery only shortens output: it must never stop a start
