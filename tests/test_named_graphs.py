@@ -28,8 +28,12 @@ def sources(data_dir, tmp_path_factory) -> dict[str, object]:
     folder = tmp_path_factory.mktemp("two-graphs")
     movies = (data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()[46_000:47_000]
     people = (data_dir / "pathquestion" / "2H-kb.txt").read_text(encoding="utf-8").splitlines()[:600]
-    files = {MOVIES: text_kb_as_ntriples(movies, folder / "movies.nt"), PEOPLE: text_kb_as_ntriples(people, folder / "people.nt")}
-    return {"files": files, "triples": {g: sum(1 for line in f.read_text().splitlines() if line.strip()) for g, f in files.items()}}
+    files = {
+        MOVIES: text_kb_as_ntriples(movies, folder / "movies.nt"),
+        PEOPLE: text_kb_as_ntriples(people, folder / "people.nt"),
+    }
+    triples = {graph: sum(1 for line in f.read_text().splitlines() if line.strip()) for graph, f in files.items()}
+    return {"files": files, "triples": triples}
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +83,9 @@ def test_one_graph_chosen_only_it_is_seen(url, sources):
     assert absent.is_error and "not in the KG" in absent.content[0].text
     movies = sources["triples"][MOVIES]
     assert f"| {movies} |" in total.content[0].text  # a count with a subquery
-    assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text  # GRAPH ?g sees the chosen graph
-    assert not other.is_error and "kg:" not in other.content[0].text  # GRAPH <other> reads nothing
+    # GRAPH ?g sees the chosen graph only; GRAPH <other> reads nothing.
+    assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text
+    assert not other.is_error and "kg:" not in other.content[0].text
     assert stats["triples"] == movies  # the kg://stats resource counts the chosen graph
     assert stats["graphs"] == f"the graphs chosen with --graph: {MOVIES}"
     backend.close()

@@ -314,7 +314,10 @@ def _echo_graphs(backend) -> None:
         return
     click.echo(f"named graphs (triples, counted up to {backend.count_cap:,}):")
     for graph in sizes:
-        count = "not counted" if graph.triples is None else f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
+        if graph.triples is None:
+            count = "not counted"
+        else:
+            count = f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
         if graph.read is None:
             note = f"{graph.engine}'s own" if graph.engine else ""
         elif graph.read:
