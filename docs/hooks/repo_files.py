@@ -35,9 +35,10 @@ def on_files(files, config):
                 wanted.add(target)
     for target in sorted(wanted):
         inside = sorted(p for p in shown if p.startswith(target.rstrip("/") + "/"))
-        if target in shown:
+        if target in shown and _is_text(root / target):
             _add_file_page(files, config, root, target)
         elif inside:
+            inside = [path for path in inside if _is_text(root / path)]
             for path in inside:
                 _add_file_page(files, config, root, path)
             _add_folder_page(files, config, target, inside)
@@ -81,11 +82,20 @@ def _repository_files(root: Path) -> set[str]:
     return {p for p in listed if (root / p).is_file() and not p.startswith("docs/")}
 
 
+def _is_text(path: Path) -> bool:
+    """Source and prompts are shown; an image or other binary stays a broken link (put it under docs/)."""
+    try:
+        path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _add_file_page(files, config, root: Path, path: str) -> None:
     if path in _targets:
         return
     src_uri = f"repo/{path}" if path.endswith(".md") else f"repo/{path}.md"
-    text = (root / path).read_text(encoding="utf-8", errors="replace")
+    text = (root / path).read_text(encoding="utf-8")
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     language = LANGUAGES.get(PurePosixPath(path).suffix, "text")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 
 from mkdocs.exceptions import PluginError
@@ -31,7 +32,17 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if not markers:
         return markdown
     where = page.file.src_uri
-    filled = asyncio.run(_answer([(m.group(1), m.group(2).strip()) for m in markers], where))
+    # The server logs every tool error it returns, and the pages show some on purpose; what matters
+    # to the build is checked below and raised as a PluginError.
+    quiet = [logging.getLogger(name) for name in ("kg_mcp", "mcp")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        filled = asyncio.run(_answer([(m.group(1), m.group(2).strip()) for m in markers], where))
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
     pieces, last = [], 0
     for marker, text in zip(markers, filled):
         pieces += [markdown[last : marker.start()], text]
