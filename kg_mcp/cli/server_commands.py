@@ -50,7 +50,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
           session_idle_timeout):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
-    Over HTTP every connection, session and request is bounded (README "Security and limits");
+    Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
     each bound is an option here and a KG_MCP_* setting.
     """
     from kg_mcp.auth import read_token
