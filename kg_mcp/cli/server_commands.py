@@ -50,7 +50,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
           session_idle_timeout):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
-    Over HTTP every connection, session and request is bounded (README "Security and limits");
+    Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
     each bound is an option here and a KG_MCP_* setting.
     """
     from kg_mcp.auth import read_token
@@ -298,5 +298,31 @@ def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
         for predicate, count in stats.top_relations:
             label = labels.get(predicate)
             click.echo(f"  {count:>10,}  {backend.vocab.compact(predicate)}" + (f"  ({label})" if label else ""))
+    if hasattr(backend, "graph_sizes"):
+        _echo_graphs(backend)
     backend.close()
+
+
+def _echo_graphs(backend) -> None:
+    """An endpoint's named graphs, their sizes, and which ones the tools read."""
+    plan = backend.graph_plan
+    if not plan.graphs:  # else the stats' details named them
+        click.echo(f"graphs: {plan.reason}")
+    sizes = backend.graph_sizes()
+    if not sizes:
+        click.echo("named graphs: none listed")
+        return
+    click.echo(f"named graphs (triples, counted up to {backend.count_cap:,}):")
+    for graph in sizes:
+        if graph.triples is None:
+            count = "not counted"
+        else:
+            count = f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
+        if graph.read is None:
+            note = f"{graph.engine}'s own" if graph.engine else ""
+        elif graph.read:
+            note = "read"
+        else:
+            note = f"{graph.engine}'s own, not read" if graph.engine else "not read"
+        click.echo(f"  {count:>18}  {graph.iri}" + (f"  ({note})" if note else ""))
 
