@@ -279,3 +279,26 @@ async def test_simplequestions_relation_is_matched_on_the_topics_relations(small
     assert len(one_hop) >= 4 and summary["walkable"] == len(questions)
     assert summary["not_walkable"] == {"no-matching-relation": ["sq-none"]}
     assert summary["recall"] == 1.0 and all(r.calls >= 2 for r in rows)  # get_relations, then a search per match
+
+
+async def test_a_chain_from_a_constant_that_is_no_topic_is_checked_backwards(small_freebase, data_dir):
+    """CWQ's `?x common.topic.notable_types ns:m.01y2hnl` (College/University) starts at a hub in
+    Freebase: the sog walk never searches from it, it checks each candidate answer back to it."""
+    from kg_mcp.agents.evaluation.gold_query_oracle import walk_gold_query
+    from kg_mcp.agents.evaluation.oracle import _Calls
+
+    _, built, store = small_freebase
+    cases = []
+    for question in built.questions:
+        walk = plan(question.gold_query, tuple(question.topics.values()))
+        others = [b.start for b in walk.branches if b.start not in question.topics.values()]
+        if others and len(others) < len(walk.branches):
+            cases.append((question, others))
+    assert cases  # the sample has such questions (about one CWQ walkable question in eleven)
+    async with KGClient.connect(server=open_store(store, profile="freebase")) as kg:
+        for question, others in cases:
+            calls = _Calls(kg)
+            row, _ = await walk_gold_query(calls, question, "sog", "freebase")
+            assert row.recalled, question.id
+            searched = {json.loads(arguments).get("entity") for tool, arguments in calls.cache if tool == "search"}
+            assert not searched & set(others), question.id

@@ -2,12 +2,14 @@
 (SimpleQuestions): the query's chains walked through the tools, never through `sparql`.
 
 A gold query becomes chains from its entity constants to the answer variable
-(gold_query_walk.plan). In the `sog` and `batched` modes each chain is walked with `search`, hop by
-hop through mediator nodes, as for a gold path (oracle.walk_path); with two or more chains the
-answer is what every chain's last hop showed (a path intersection). In the `follow` mode one
-`follow` call takes every chain as one of its `paths` and intersects them itself. Paths that pass
-back through a start entity are kept (the query allows them); the start entities are left out of
-the answer, as the gold queries' `FILTER (?x != ?c)` does.
+(gold_query_walk.plan). In the `sog` and `batched` modes each chain from a topic entity is walked
+with `search`, hop by hop through mediator nodes, as for a gold path (oracle.walk_path); with two or
+more chains the answer is what every chain's last hop showed (a path intersection). A chain from a
+constant that is not a topic (a notable type, a gender: hubs in Freebase) is checked backwards
+instead, from each candidate answer to that constant, as `follow` checks a branch too big to walk
+forwards. In the `follow` mode one `follow` call takes every chain as one of its `paths` and
+intersects them itself. Paths that pass back through a start entity are kept (the query allows
+them); the start entities are left out of the answer, as the gold queries' `FILTER (?x != ?c)` does.
 
 SimpleQuestions gives only the gold relation's last segment (`country`): `get_relations` lists the
 topic's relations, and every one whose last segment matches is walked from the topic (their
@@ -23,6 +25,7 @@ from kg_mcp.agents.evaluation.oracle import (
     CUT_MARKERS,
     MAX_BATCH,
     OracleRow,
+    PathWalk,
     _Calls,
     _no_topic,
     _row,
@@ -72,13 +75,16 @@ async def _walk(calls: _Calls, question: Question, branches: tuple[Branch, ...],
         cut = any(marker in text for marker in CUT_MARKERS)
         return _row(question, _without(answers, starts), 1, count_tokens(text), len(text), cut)
     batch = MAX_BATCH if mode == "batched" else 1
+    topics = set(question.topics.values())
+    # chains from the question's topics are walked forwards; one from another constant (a type such
+    # as College/University, a gender: hubs in Freebase) is checked backwards from each candidate
+    forwards = [b for b in branches if b.start in topics or not intersect] or list(branches[:1])
+    backwards = [b for b in branches if b not in forwards]
     answers: dict[str, set[str]] | None = None
-    n_calls = tokens = chars = 0
-    cut = False
-    for branch in branches:
+    cost = PathWalk([])
+    for branch in forwards:
         walked = await walk_path(calls, branch.start, branch.path, None, batch)
-        n_calls, tokens, chars = n_calls + walked.calls, tokens + walked.tokens, chars + walked.chars
-        cut = cut or walked.cut
+        _add(cost, walked)
         reached = answer_entities(walked.last, "value", "valueLabel")
         if answers is None:
             answers = reached
@@ -87,7 +93,20 @@ async def _walk(calls: _Calls, question: Question, branches: tuple[Branch, ...],
         else:
             for entity, forms in reached.items():
                 answers.setdefault(entity, set()).update(forms)
-    return _row(question, _without(answers or {}, starts), n_calls, tokens, chars, cut)
+    answers = _without(answers or {}, starts)
+    for branch in backwards:
+        back = tuple(r[1:] if r.startswith("~") else "~" + r for r in reversed(branch.path))
+        for entity in list(answers):
+            walked = await walk_path(calls, entity, back, None, batch)
+            _add(cost, walked)
+            if branch.start not in {row.get("value") for text in walked.last for row in named_cells(text)}:
+                del answers[entity]
+    return _row(question, answers, cost.calls, cost.tokens, cost.chars, cost.cut)
+
+
+def _add(total: PathWalk, walked: PathWalk) -> None:
+    total.calls, total.tokens, total.chars = total.calls + walked.calls, total.tokens + walked.tokens, total.chars + walked.chars
+    total.cut = total.cut or walked.cut
 
 
 def _without(answers: dict[str, set[str]], starts: set[str]) -> dict[str, set[str]]:
