@@ -5,9 +5,9 @@ and GrailQA questions needs: each walkable gold query's triple patterns with its
 in. Real mids and relation names come from the queries; the topic entities are named with the
 names the files give; the answer variable is filled with the gold answers (GrailQA's own answer
 mids, named with their entity_name, or its values as literals; CWQ gives a name only, so a mid is
-minted for it and named with that name); every other variable (a mediator/CVT node, a type the
-answer must have, a date that only has to exist) is a minted node with no name, as mediators are
-in Freebase. A few distractor edges (relations of other questions, to named distractor nodes) go
+minted for it and named with that name); every other variable (a mediator/CVT node, a value that
+only has to exist) is a minted node with no name, as mediators are in Freebase; class constraints
+(`?x type.object.type ns:film.film`) are written as the query has them. A few distractor edges (relations of other questions, to named distractor nodes) go
 around each node, so a walk that ignores the gold relation does not land on the answer by chance.
 
     python -m bench.small_freebase OUT.nt [--sample N] [--seed S]
