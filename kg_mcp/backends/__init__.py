@@ -8,6 +8,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends.endpoint_names import endpoint_index
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
@@ -103,7 +104,13 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
-    return RemoteBackend(url, chosen, vocab, settings)
+    backend = RemoteBackend(url, chosen, vocab, settings)
+    try:
+        backend.names = endpoint_index(backend, settings)
+    except BaseException:
+        backend.close()
+        raise
+    return backend
 
 
 def _local_backend(

@@ -52,6 +52,7 @@ class RemoteBackend(SparqlBackend):
         if chosen == "auto" and self.profile.entity_search == "mwapi" and "query.wikidata.org" in url:
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
+        self.names = None  # kg_mcp.backends.endpoint_names.EndpointIndex, where one is used
 
     @property
     def use_entity_search(self) -> bool:
@@ -62,6 +63,8 @@ class RemoteBackend(SparqlBackend):
         return self.http.fetch_with_headers(query)
 
     def close(self) -> None:
+        if self.names is not None:
+            self.names.index.close()
         self.http.close()
 
     def _solutions(self, query: str) -> Solutions:
@@ -98,6 +101,9 @@ class RemoteBackend(SparqlBackend):
 
     # --- what differs on a remote endpoint ------------------------------------------------------
     def _name_matches(self, name: str, limit: int):
+        if self.names is not None:
+            method = f"name index ({self.names.age_text()} from the endpoint's labels)"
+            return method, self._indexed_matches(self.names.index, name, limit)
         engine = self._text_engine()
         query = None if engine == "labels" else text_search.search_query(
             engine, name, self.label_predicates, self.settings.languages, limit * 4

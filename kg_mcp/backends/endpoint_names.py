@@ -1,0 +1,323 @@
+"""The name index of a SPARQL endpoint without text search: the same index as a local store's
+(kg_mcp.names), filled from the endpoint's labels and aliases by paged queries and cached on disk
+per endpoint and graphs.
+
+Pages are `LIMIT`/`OFFSET` slices of one query per predicate, without `ORDER BY` (which would make
+the engine sort every label for every page): an engine answers the same query over unchanged data
+in the same order, which Oxigraph, Virtuoso, Fuseki and GraphDB do. A page the engine refuses or
+times out on is asked again at half the size. Each entity's degree is counted too, in batches, so a
+lookup ranks its candidates without a query per candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyoxigraph as ox
+from tqdm import tqdm
+
+from kg_mcp.backends import _queries as q
+from kg_mcp.errors import EndpointError
+from kg_mcp.names.build import FORMAT_VERSION, finish_index, insert_names, read_index_meta, set_degrees, start_index
+from kg_mcp.names.index import NameIndex
+from kg_mcp.profiles import Profile
+
+log = logging.getLogger(__name__)
+
+# Endpoints with up to this many labels and aliases (in the languages asked for) get their index
+# on their own at start; larger ones only through `kg-mcp index --sparql URL`.
+AUTO_MAX_LABELS = 2_000_000
+PAGE = 20_000  # label rows per query
+_SMALLEST_PAGE = 500  # a page refused at this size ends the build
+DEGREE_BATCH = 200  # entities whose degrees one query counts
+BUILT_BY_COMMAND = "kg-mcp index"
+
+Solutions = Callable[[str], Sequence]
+
+
+def cache_dir() -> Path:
+    """$KG_MCP_CACHE, else $XDG_CACHE_HOME/kg-mcp, else ~/.cache/kg-mcp (as for benchmark stores)."""
+    if os.environ.get("KG_MCP_CACHE"):
+        return Path(os.environ["KG_MCP_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kg-mcp"
+
+
+def index_key(url: str, graphs: Sequence[str]) -> str:
+    """The cache key of an endpoint read through `graphs` (empty: all of it); their order does not matter.
+
+    >>> index_key("http://x/sparql", ["urn:b", "urn:a"]) == index_key("http://x/sparql", ["urn:a", "urn:b"])
+    True
+    """
+    text = "\n".join([url, *sorted(set(graphs))])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def endpoint_index_path(url: str, graphs: Sequence[str]) -> Path:
+    return cache_dir() / "names" / f"{index_key(url, graphs)}.sqlite"
+
+
+def _languages_filter(languages: Sequence[str]) -> str:
+    wanted = ", ".join(f'"{lang}"' for lang in sorted(set(languages) | {""}))
+    return f"isLiteral(?o) && LANG(?o) IN ({wanted})"
+
+
+def count_labels(solutions: Solutions, predicates: Sequence[str], languages: Sequence[str], cap: int) -> int:
+    """Label and alias triples in `languages`, counted up to `cap` + 1 (more means "more than cap")."""
+    total = 0
+    for predicate in predicates:
+        left = cap + 1 - total
+        query = (
+            f"SELECT (COUNT(*) AS ?n) WHERE {{ SELECT ?o WHERE {{ ?s <{ox.NamedNode(predicate).value}> ?o . "
+            f"FILTER({_languages_filter(languages)}) }} LIMIT {left} }}"
+        )
+        for solution in solutions(query):
+            total += int(solution["n"].value) if solution["n"] is not None else 0
+        if total > cap:
+            break
+    return total
+
+
+@dataclass
+class BuildReport:
+    names: int  # rows of the index (a name with punctuation inside words makes two)
+    labels: int  # label and alias triples read
+    entities: int
+    queries: int
+    seconds: float
+    size_bytes: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.labels:,} labels and aliases of {self.entities:,} entities read in {self.queries:,} queries, "
+            f"{self.seconds:.1f} s; index {self.size_bytes / 2**20:,.1f} MB"
+        )
+
+
+class _Counter:
+    """`solutions`, counting the queries it runs."""
+
+    def __init__(self, solutions: Solutions):
+        self._solutions = solutions
+        self.queries = 0
+
+    def __call__(self, query: str) -> Sequence:
+        self.queries += 1
+        return self._solutions(query)
+
+
+def build_endpoint_index(
+    solutions: Solutions,
+    path: Path,
+    *,
+    url: str,
+    graphs: Sequence[str],
+    profile: Profile,
+    languages: Sequence[str],
+    degree_cap: int,
+    counted: int | None = None,
+    by: str = "kg-mcp serve",
+    progress: bool = True,
+) -> BuildReport:
+    """Write the endpoint's name index to `path`, replacing an older one only once it is complete."""
+    started = time.perf_counter()
+    run = _Counter(solutions)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    connection = sqlite3.connect(partial)
+    try:
+        start_index(connection)
+        read = [0]
+        names = insert_names(connection, _labels(run, profile, languages, counted, progress, read))
+        entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
+        set_degrees(connection, _degrees(run, profile, entities, degree_cap, progress))
+        extra = {
+            "endpoint": url,
+            "graphs": sorted(set(graphs)),
+            "built_at": time.time(),
+            "built_by": by,
+            "labels": read[0],
+            "counted": counted,
+            "profile": profile.name,
+            "degree_cap": degree_cap,
+        }
+        finish_index(
+            connection, profile.label_predicates, profile.alias_predicates, languages, "", names, extra=extra
+        )
+    except BaseException:
+        connection.close()
+        partial.unlink(missing_ok=True)
+        raise
+    connection.close()
+    os.replace(partial, path)
+    report = BuildReport(names, read[0], len(entities), run.queries, time.perf_counter() - started, path.stat().st_size)
+    log.info("name index of %s: %s", url, report.summary())
+    return report
+
+
+def _labels(
+    run: _Counter, profile: Profile, languages: Sequence[str], counted: int | None, progress: bool, read: list[int]
+) -> Iterator[tuple[str, str, int]]:
+    predicates = [(p, 0) for p in profile.label_predicates]
+    predicates += [(p, 1) for p in profile.alias_predicates if p not in profile.label_predicates]
+    with _bar("endpoint labels", counted, progress) as bar:
+        for predicate, alias in predicates:
+            pattern = f"?s <{ox.NamedNode(predicate).value}> ?o . FILTER(isIRI(?s) && {_languages_filter(languages)})"
+            offset, page = 0, PAGE
+            while True:
+                query = f"SELECT ?s ?o WHERE {{ {pattern} }} LIMIT {page} OFFSET {offset}"
+                try:
+                    rows = run(query)
+                except EndpointError:
+                    if page <= _SMALLEST_PAGE:
+                        raise
+                    page //= 2
+                    log.info("a page of %d labels failed; asking for %d", page * 2, page)
+                    continue
+                # An engine may cut answers at its own row limit: the next page starts after what came.
+                if not rows:
+                    break
+                for solution in rows:
+                    subject, literal = solution["s"], solution["o"]
+                    if isinstance(subject, ox.NamedNode) and isinstance(literal, ox.Literal):
+                        yield subject.value, literal.value, alias
+                offset += len(rows)
+                read[0] += len(rows)
+                bar.update(len(rows))
+
+
+def _degrees(
+    run: _Counter, profile: Profile, entities: list[str], cap: int, progress: bool
+) -> Iterator[tuple[str, int]]:
+    """(entity, visible edges in both directions, at most `cap`) for each entity."""
+    with _bar("endpoint degrees", len(entities), progress) as bar:
+        for i in range(0, len(entities), DEGREE_BATCH):
+            batch = [ox.NamedNode(e) for e in entities[i : i + DEGREE_BATCH]]
+            yield from _batch_degrees(run, profile, batch, cap)
+            bar.update(len(batch))
+
+
+def _batch_degrees(run: _Counter, profile: Profile, nodes: list[ox.NamedNode], cap: int) -> list[tuple[str, int]]:
+    if len(nodes) == 1:  # alone, a hub is counted up to the cap only
+        return [(nodes[0].value, run_count(run, q.degree(profile, nodes[0], cap)))]
+    visible = q.visible(profile, "p", ox.NamedNode("urn:kg-mcp:any"))
+    values = " ".join(str(n) for n in nodes)
+    query = (
+        f"SELECT ?x (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {values} }} "
+        f"{{ {{ ?x ?p ?o }} UNION {{ ?o ?p ?x }} {visible} }} }} GROUP BY ?x"
+    )
+    try:
+        counts = {s["x"].value: int(s["n"].value) for s in run(query) if s["x"] is not None}
+    except EndpointError:  # hubs in the batch made it too slow: halves, down to one entity
+        half = len(nodes) // 2
+        return _batch_degrees(run, profile, nodes[:half], cap) + _batch_degrees(run, profile, nodes[half:], cap)
+    return [(n.value, min(counts.get(n.value, 0), cap)) for n in nodes]
+
+
+def run_count(run: Callable[[str], Sequence], query: str) -> int:
+    for solution in run(query):
+        return int(solution["n"].value) if solution["n"] is not None else 0
+    return 0
+
+
+def _bar(what: str, total: int | None, progress: bool) -> tqdm:
+    return tqdm(desc=what, total=total, unit=" rows", unit_scale=True, file=sys.stderr, disable=None if progress else True)
+
+
+# --- which index to use ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndpointIndex:
+    index: NameIndex
+    built_at: float
+    built_by: str
+
+    def age_text(self, now: float | None = None) -> str:
+        """How old the index is, in words.
+
+        >>> EndpointIndex(None, 0.0, "").age_text(now=90.0), EndpointIndex(None, 0.0, "").age_text(now=3 * 86400.0)
+        ('built 1 min ago', 'built 3.0 days ago')
+        """
+        seconds = max(0.0, (time.time() if now is None else now) - self.built_at)
+        if seconds < 3600:
+            return f"built {max(1, round(seconds / 60))} min ago"
+        if seconds < 2 * 86400:
+            return f"built {seconds / 3600:.1f} h ago"
+        return f"built {seconds / 86400:.1f} days ago"
+
+
+def fits(meta: dict | None, url: str, graphs: Sequence[str], profile: Profile, languages: Sequence[str]) -> bool:
+    """Whether the index recorded in `meta` was built by this kg-mcp for this endpoint, graphs and settings."""
+    return bool(meta) and meta == {
+        **meta,
+        "version": FORMAT_VERSION,
+        "endpoint": url,
+        "graphs": sorted(set(graphs)),
+        "languages": list(languages),
+        "label_predicates": list(profile.label_predicates),
+        "alias_predicates": list(profile.alias_predicates),
+    }
+
+
+def open_index(path: Path) -> EndpointIndex:
+    meta = read_index_meta(path) or {}
+    return EndpointIndex(NameIndex.open(path), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
+
+
+def endpoint_index(backend, settings) -> EndpointIndex | None:
+    """The name index `backend` (a RemoteBackend) looks names up in, built first where the rules say
+    so; None: find_entities uses the engine's text search or label queries.
+
+    Rules: an index `kg-mcp index` built is used as long as it fits (a warning once it is older than
+    `name_index_max_age_days`); otherwise an endpoint without text search of at most
+    `endpoint_index_max_labels` labels gets one built at start, rebuilt when it is older than that
+    age or the endpoint's label count changed.
+    """
+    if not settings.name_index or settings.text_search != "auto" or backend.text_search is not None:
+        return None
+    url, graphs, profile, languages = backend.url, getattr(settings, "graphs", None) or [], backend.profile, settings.languages
+    path = endpoint_index_path(url, graphs)
+    meta = read_index_meta(path)
+    current = fits(meta, url, graphs, profile, languages)
+    max_age = settings.name_index_max_age_days * 86400
+    old = current and time.time() - float(meta.get("built_at", 0)) > max_age
+    if current and meta.get("built_by") == BUILT_BY_COMMAND:
+        if old:
+            log.warning("the name index of %s is older than %s days: rebuild it with kg-mcp index --sparql %s --rebuild",
+                        url, settings.name_index_max_age_days, url)
+        return open_index(path)
+    if backend._text_engine() != "labels":
+        return None  # the engine's own text search answers
+    cap = settings.endpoint_index_max_labels
+    try:
+        counted = count_labels(backend._solutions, [*profile.label_predicates, *profile.alias_predicates], languages, cap)
+    except EndpointError as e:
+        log.warning("cannot count the labels of %s (%s): find_entities uses %s", url, e,
+                    "the name index built before" if current else "label queries")
+        return open_index(path) if current else None
+    if counted > cap:
+        log.warning("%s has more than %s labels and aliases: find_entities uses label queries there; "
+                    "build its name index with kg-mcp index --sparql %s", url, f"{cap:,}", url)
+        return None
+    if current and not old and meta.get("counted") == counted:
+        return open_index(path)
+    log.warning("building the name index of %s (%s labels and aliases; cached in %s)", url, f"{counted:,}", path)
+    try:
+        build_endpoint_index(backend._solutions, path, url=url, graphs=graphs, profile=profile, languages=languages,
+                             degree_cap=settings.degree_cap, counted=counted)
+    except (EndpointError, OSError, sqlite3.Error) as e:
+        if current:
+            log.warning("cannot rebuild the name index of %s (%s): the previous one is kept", url, e)
+            return open_index(path)
+        log.warning("cannot build the name index of %s (%s): find_entities uses label queries", url, e)
+        return None
+    return open_index(path)
