@@ -550,8 +550,9 @@ def test_find_entities_uses_wikidata_entity_search_when_configured():
 
 
 def test_endpoint_without_text_search_is_probed_once_then_asked_by_label(oxigraph_endpoint):
-    # `oxigraph serve` rejects the Virtuoso probe (bif: is not SPARQL): label queries, as before.
-    backend = open_endpoint(oxigraph_endpoint, settings=Settings())
+    # `oxigraph serve` rejects the Virtuoso probe (bif: is not SPARQL): label queries, as before, when
+    # no name index is built from its labels (tests/test_endpoint_names.py has the index).
+    backend = open_endpoint(oxigraph_endpoint, settings=Settings(name_index=False))
     first = find_entities(backend, Settings(), "Douglas Adams").data
     assert backend.text_search == "labels"
     assert first.method == "exact label query"  # a Wikidata mirror is too large to scan its labels

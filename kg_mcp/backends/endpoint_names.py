@@ -210,16 +210,20 @@ def _batch_degrees(run: _Counter, profile: Profile, nodes: list[ox.NamedNode], c
         return [(nodes[0].value, run_count(run, q.degree(profile, nodes[0], cap)))]
     visible = q.visible(profile, "p", ox.NamedNode("urn:kg-mcp:any"))
     values = " ".join(str(n) for n in nodes)
+    # Each direction counted up to `cap`, as `_queries.degree` counts one entity's.
     query = (
-        f"SELECT ?x (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {values} }} "
-        f"{{ {{ ?x ?p ?o }} UNION {{ ?o ?p ?x }} {visible} }} }} GROUP BY ?x"
+        f"SELECT ?x ?d (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {values} }} "
+        f'{{ {{ ?x ?p ?o BIND("out" AS ?d) }} UNION {{ ?o ?p ?x BIND("in" AS ?d) }} {visible} }} }} GROUP BY ?x ?d'
     )
     try:
-        counts = {s["x"].value: int(s["n"].value) for s in run(query) if s["x"] is not None}
+        counts: dict[str, int] = {}
+        for s in run(query):
+            if s["x"] is not None and s["n"] is not None:
+                counts[s["x"].value] = counts.get(s["x"].value, 0) + min(int(s["n"].value), cap)
     except EndpointError:  # hubs in the batch made it too slow: halves, down to one entity
         half = len(nodes) // 2
         return _batch_degrees(run, profile, nodes[:half], cap) + _batch_degrees(run, profile, nodes[half:], cap)
-    return [(n.value, min(counts.get(n.value, 0), cap)) for n in nodes]
+    return [(n.value, counts.get(n.value, 0)) for n in nodes]
 
 
 def run_count(run: Callable[[str], Sequence], query: str) -> int:

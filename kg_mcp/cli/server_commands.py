@@ -135,16 +135,27 @@ def _any_server_options(func):
 
 
 @main.command()
-@click.option("--store", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A store made by `kg-mcp load`.")
+@click.option("--store", type=click.Path(exists=True, file_okay=False, path_type=Path), help="A store made by `kg-mcp load`.")
+@click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint: its index is cached under $KG_MCP_CACHE.")
+@click.option("--graph", "graphs", multiple=True, metavar="IRI", help="With --sparql: only this named graph (repeatable).")
+@click.option("--rebuild", is_flag=True, help="With --sparql: build again even if the cached index is current.")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
 @click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
-def index(store, profile, languages):
-    """(Re)build the name index of a store that `find_entities` looks names up in.
+def index(store, sparql_url, graphs, rebuild, profile, languages):
+    """(Re)build the name index that `find_entities` looks names up in, of a store or an endpoint.
 
-    `kg-mcp load` builds it with the store, and a store without one gets it on first open; this
-    rebuilds it for other languages or a store loaded by an older kg-mcp.
+    `kg-mcp load` builds a store's with the store, and a store without one gets it on first open;
+    this rebuilds it for other languages or a store loaded by an older kg-mcp. An endpoint without
+    text search gets its index at start when it has at most `endpoint_index_max_labels` labels;
+    this builds it for larger ones (and the server then uses it whatever the size).
     """
+    if bool(store) == bool(sparql_url):
+        raise ConfigError("Give one of --store DIR or --sparql URL.")
+    if sparql_url:
+        _index_endpoint(sparql_url, graphs, rebuild, profile, languages)
+        return
+    if graphs or rebuild:
+        raise ConfigError("--graph and --rebuild go with --sparql; a store's index is always rebuilt.")
     import pyoxigraph as ox
 
     from kg_mcp.names.store_index import build_store_index, store_profile
@@ -156,6 +167,48 @@ def index(store, profile, languages):
     chosen = store_profile(opened, profile)
     count = build_store_index(opened, store, profile=chosen, languages=list(languages) or _settings((), False).languages)
     click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
+
+
+def _index_endpoint(url: str, graphs: tuple[str, ...], rebuild: bool, profile: str | None, languages) -> None:
+    import time
+
+    from kg_mcp.backends import open_endpoint
+    from kg_mcp.backends import endpoint_names as en
+    from kg_mcp.errors import EndpointError
+    from kg_mcp.names import read_index_meta
+    from kg_mcp.settings import Settings
+
+    settings = _settings(languages, False)
+    overrides = {"name_index": False}  # opened without an index: this command builds it
+    if graphs:
+        if "graphs" not in Settings.model_fields:
+            raise ConfigError("--graph is not supported by this kg-mcp.")
+        overrides["graphs"] = list(graphs)
+    settings = settings.model_copy(update=overrides)
+    backend = open_endpoint(url, profile=profile, settings=settings)
+    try:
+        path = en.endpoint_index_path(url, graphs)
+        meta = read_index_meta(path)
+        if not rebuild and en.fits(meta, url, graphs, backend.profile, settings.languages) and (
+            time.time() - float(meta.get("built_at", 0)) < settings.name_index_max_age_days * 86400
+        ):
+            click.echo(f"name index of {url} is current ({meta['names']:,} names, {path}); --rebuild builds it again",
+                       err=True)
+            return
+        predicates = [*backend.profile.label_predicates, *backend.profile.alias_predicates]
+        try:
+            counted = en.count_labels(backend._solutions, predicates, settings.languages, 10**10)
+        except EndpointError:
+            counted = None  # too many to count within the query time limit: the build goes on without a total
+        report = en.build_endpoint_index(
+            backend._solutions, path, url=url, graphs=graphs, profile=backend.profile, languages=settings.languages,
+            degree_cap=settings.degree_cap, counted=counted, by=en.BUILT_BY_COMMAND,
+        )
+    except EndpointError as e:
+        raise ConfigError(f"Cannot build the name index of {url}: {e}") from None
+    finally:
+        backend.close()
+    click.echo(f"name index of {url}: {report.summary()}; cached in {path}", err=True)
 
 
 @main.command()

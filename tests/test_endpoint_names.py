@@ -1,0 +1,160 @@
+"""Names as typed on an endpoint without text search (`oxigraph serve`): the name index built from its
+labels (kg_mcp.backends.endpoint_names), its cache and rebuild rules, and `kg-mcp index --sparql`."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+from conftest import _oxigraph_serve
+from test_cli import failed, kg_mcp, ok
+
+from kg_mcp.backends import open_endpoint
+from kg_mcp.backends.endpoint_names import build_endpoint_index, endpoint_index_path
+from kg_mcp.errors import EndpointError
+from kg_mcp.names import read_index_meta
+from kg_mcp.settings import Settings
+from kg_mcp.tools import find_entities
+
+EX = "http://football.example/"
+LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
+# A football KG as one was served: labels spelled like ids, one alias.
+PLAYERS = {
+    "Lucas_BIGLIA": ["Lucas_Biglia_alias_none"],
+    "Lionel_MESSI": ["La Pulga"],
+    "Angel_DI_MARIA": [],
+    "Sergio_AGUERO": ["Kun Aguero"],
+    "Gonzalo_HIGUAIN": [],
+}
+
+
+@pytest.fixture(scope="module")
+def football(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("football")
+    lines = []
+    for i, (label, aliases) in enumerate(PLAYERS.items()):
+        player = f"<{EX}{label}>"
+        lines.append(f'{player} <{LABEL}> "{label}" .')
+        lines += [f'{player} <{ALT}> "{alias}"@en .' for alias in aliases if "none" not in alias]
+        lines.append(f"{player} <{EX}plays_for> <{EX}Argentina> .")
+        lines += [f"{player} <{EX}teammate> <{EX}{other}> ." for other in list(PLAYERS)[:i]]
+    lines.append(f'<{EX}Argentina> <{LABEL}> "Argentina" .')
+    source = folder / "football.nt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    serving = _oxigraph_serve(folder / "store", source)
+    yield next(serving)
+    serving.close()
+
+
+@pytest.fixture(scope="module")
+def indexed(football):
+    backend = open_endpoint(football, settings=Settings())
+    yield backend
+    backend.close()
+
+
+def first(backend, typed):
+    out = find_entities(backend, Settings(), typed, 5)
+    return out, [(e.id, e.match) for e in out.data.entities]
+
+
+@pytest.mark.parametrize(
+    ("typed", "match"),
+    [("Lucas Biglia", "folded"), ("Biglia", "words"), ("lucas bilgia", "fuzzy"), ("Biglia Lucas", "words")],
+)
+def test_names_as_typed_find_the_player_through_the_index(indexed, typed, match):
+    out, hits = first(indexed, typed)
+    assert hits[0][0].endswith("Lucas_BIGLIA") and hits[0][1] == match, hits
+    assert out.data.method.startswith("name index (built ") and "from the endpoint's labels" in out.data.method
+    assert "looked up by name index (built" in out.text
+
+
+def test_aliases_are_indexed_too(indexed):
+    _, hits = first(indexed, "Kun Aguero")
+    assert hits[0][0].endswith("Sergio_AGUERO") and hits[0][1] == "alias", hits
+
+
+def test_without_the_index_label_queries_find_nothing_for_a_surname(football):
+    # The baseline: exact, case-insensitive and prefix labels only.
+    backend = open_endpoint(football, settings=Settings(name_index=False))
+    try:
+        out, hits = first(backend, "Biglia")
+        assert hits == [] and out.data.method == "label queries (exact, case-insensitive, prefix)"
+    finally:
+        backend.close()
+
+
+def test_degrees_come_from_the_index_and_match_the_endpoints_own_count(indexed, football):
+    out, _ = first(indexed, "Lionel Messi")
+    plain = open_endpoint(football, settings=Settings(name_index=False))
+    try:
+        counted = find_entities(plain, Settings(), "Lionel_MESSI", 5).data.entities[0]
+    finally:
+        plain.close()
+    hit = out.data.entities[0]
+    assert hit.id == counted.id and hit.degree == counted.degree == 5  # team, 4 teammates (labels are hidden)
+
+
+def test_the_index_is_cached_per_endpoint_and_reused(indexed, football):
+    path = endpoint_index_path(football, [])
+    assert path.is_file() and str(path).startswith(os.environ["KG_MCP_CACHE"])
+    meta = read_index_meta(path)
+    assert meta["endpoint"] == football and meta["graphs"] == [] and meta["counted"] == meta["labels"] == 8  # 6 labels, 2 aliases
+    again = open_endpoint(football, settings=Settings())
+    try:
+        assert read_index_meta(path)["built_at"] == meta["built_at"]  # not built again
+        assert again.names is not None
+    finally:
+        again.close()
+
+
+def test_an_old_index_is_rebuilt_and_a_large_endpoint_gets_none(indexed, football, caplog):
+    path = endpoint_index_path(football, [])
+    built = read_index_meta(path)["built_at"]
+    rebuilt = open_endpoint(football, settings=Settings(name_index_max_age_days=1e-9))
+    rebuilt.close()
+    assert read_index_meta(path)["built_at"] > built
+    large = open_endpoint(football, settings=Settings(endpoint_index_max_labels=5))
+    try:
+        assert large.names is None
+        assert "has more than 5 labels and aliases" in caplog.text and "kg-mcp index --sparql" in caplog.text
+        assert first(large, "Lucas_BIGLIA")[0].data.method == "label queries (exact, case-insensitive, prefix)"
+    finally:
+        large.close()
+
+
+def test_a_failed_build_leaves_the_previous_index(indexed, football, tmp_path):
+    path = tmp_path / "names.sqlite"
+    solutions = indexed._solutions
+    build_endpoint_index(solutions, path, url=football, graphs=[], profile=indexed.profile, languages=["en"],
+                         degree_cap=100, progress=False)
+    before = read_index_meta(path)
+    asked = []
+
+    def failing(query):  # the endpoint goes away after a few queries
+        asked.append(query)
+        if len(asked) > 2:
+            raise EndpointError("The endpoint did not answer.")
+        return solutions(query)
+
+    with pytest.raises(EndpointError):
+        build_endpoint_index(failing, path, url=football, graphs=[], profile=indexed.profile, languages=["en"],
+                             degree_cap=100, progress=False)
+    assert read_index_meta(path) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["names.sqlite"]  # no partial file left
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM names").fetchone()[0] == before["names"]
+
+
+def test_kg_mcp_index_builds_an_endpoints_index_once(football, tmp_path):
+    env = {**os.environ, "KG_MCP_CACHE": str(tmp_path)}
+    built = kg_mcp("index", "--sparql", football, env=env)
+    assert "8 labels and aliases of 6 entities" in ok(built) + built.stderr
+    path = tmp_path / "names" / endpoint_index_path(football, []).name
+    assert read_index_meta(path)["built_by"] == "kg-mcp index"
+    again = kg_mcp("index", "--sparql", football, env=env)
+    assert "is current" in ok(again) + again.stderr
+    forced = kg_mcp("index", "--sparql", football, "--rebuild", env=env)
+    assert "8 labels and aliases of 6 entities" in ok(forced) + forced.stderr
+    assert "Give one of --store DIR or --sparql URL" in failed(kg_mcp("index", env=env))
