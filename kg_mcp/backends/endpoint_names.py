@@ -24,7 +24,7 @@ from pathlib import Path
 import pyoxigraph as ox
 from tqdm import tqdm
 
-from kg_mcp.backends import _queries as q
+from kg_mcp.backends.name_degrees import count_degrees
 from kg_mcp.errors import EndpointError
 from kg_mcp.names.build import FORMAT_VERSION, finish_index, insert_names, read_index_meta, set_degrees, start_index
 from kg_mcp.names.index import NameIndex
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 AUTO_MAX_LABELS = 2_000_000
 PAGE = 20_000  # label rows per query
 _SMALLEST_PAGE = 500  # a page refused at this size ends the build
-DEGREE_BATCH = 200  # entities whose degrees one query counts
+DEGREE_BATCH = 200  # entities whose degrees one query counts (an endpoint's request stays small)
 BUILT_BY_COMMAND = "kg-mcp index"
 
 Solutions = Callable[[str], Sequence]
@@ -138,7 +138,7 @@ def build_endpoint_index(
         read = [0]
         names = insert_names(connection, _labels(run, profile, languages, counted, progress, read))
         entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
-        set_degrees(connection, _degrees(run, profile, entities, degree_cap, progress))
+        set_degrees(connection, count_degrees(run, profile, entities, degree_cap, DEGREE_BATCH, progress))
         extra = {
             "endpoint": url,
             "graphs": sorted(set(graphs)),
@@ -192,44 +192,6 @@ def _labels(
                 offset += len(rows)
                 read[0] += len(rows)
                 bar.update(len(rows))
-
-
-def _degrees(
-    run: _Counter, profile: Profile, entities: list[str], cap: int, progress: bool
-) -> Iterator[tuple[str, int]]:
-    """(entity, visible edges in both directions, at most `cap`) for each entity."""
-    with _bar("endpoint degrees", len(entities), progress) as bar:
-        for i in range(0, len(entities), DEGREE_BATCH):
-            batch = [ox.NamedNode(e) for e in entities[i : i + DEGREE_BATCH]]
-            yield from _batch_degrees(run, profile, batch, cap)
-            bar.update(len(batch))
-
-
-def _batch_degrees(run: _Counter, profile: Profile, nodes: list[ox.NamedNode], cap: int) -> list[tuple[str, int]]:
-    if len(nodes) == 1:  # alone, a hub is counted up to the cap only
-        return [(nodes[0].value, run_count(run, q.degree(profile, nodes[0], cap)))]
-    visible = q.visible(profile, "p", ox.NamedNode("urn:kg-mcp:any"))
-    values = " ".join(str(n) for n in nodes)
-    # Each direction counted up to `cap`, as `_queries.degree` counts one entity's.
-    query = (
-        f"SELECT ?x ?d (COUNT(*) AS ?n) WHERE {{ VALUES ?x {{ {values} }} "
-        f'{{ {{ ?x ?p ?o BIND("out" AS ?d) }} UNION {{ ?o ?p ?x BIND("in" AS ?d) }} {visible} }} }} GROUP BY ?x ?d'
-    )
-    try:
-        counts: dict[str, int] = {}
-        for s in run(query):
-            if s["x"] is not None and s["n"] is not None:
-                counts[s["x"].value] = counts.get(s["x"].value, 0) + min(int(s["n"].value), cap)
-    except EndpointError:  # hubs in the batch made it too slow: halves, down to one entity
-        half = len(nodes) // 2
-        return _batch_degrees(run, profile, nodes[:half], cap) + _batch_degrees(run, profile, nodes[half:], cap)
-    return [(n.value, counts.get(n.value, 0)) for n in nodes]
-
-
-def run_count(run: Callable[[str], Sequence], query: str) -> int:
-    for solution in run(query):
-        return int(solution["n"].value) if solution["n"] is not None else 0
-    return 0
 
 
 def _bar(what: str, total: int | None, progress: bool) -> tqdm:

@@ -139,9 +139,12 @@ def _any_server_options(func):
 @click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint: its index is cached under $KG_MCP_CACHE.")
 @click.option("--graph", "graphs", multiple=True, metavar="IRI", help="With --sparql: only this named graph (repeatable).")
 @click.option("--rebuild", is_flag=True, help="With --sparql: build again even if the cached index is current.")
+@click.option("--degrees", is_flag=True,
+              help="With --store: also record each entity's degree, so lookups rank without reading the store "
+                   "(an endpoint's index always has them).")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
 @click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
-def index(store, sparql_url, graphs, rebuild, profile, languages):
+def index(store, sparql_url, graphs, rebuild, degrees, profile, languages):
     """(Re)build the name index that `find_entities` looks names up in, of a store or an endpoint.
 
     `kg-mcp load` builds a store's with the store, and a store without one gets it on first open;
@@ -156,6 +159,7 @@ def index(store, sparql_url, graphs, rebuild, profile, languages):
         return
     if graphs or rebuild:
         raise ConfigError("--graph and --rebuild go with --sparql; a store's index is always rebuilt.")
+    settings = _settings(languages, False)
     import pyoxigraph as ox
 
     from kg_mcp.names.store_index import build_store_index, store_profile
@@ -165,8 +169,16 @@ def index(store, sparql_url, graphs, rebuild, profile, languages):
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {store}: {e}") from e
     chosen = store_profile(opened, profile)
-    count = build_store_index(opened, store, profile=chosen, languages=list(languages) or _settings((), False).languages)
+    count = build_store_index(opened, store, profile=chosen, languages=settings.languages)
     click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
+    if degrees:
+        from kg_mcp.backends.engine_answers import solutions_of
+        from kg_mcp.backends.name_degrees import add_store_degrees
+        from kg_mcp.names import index_path
+
+        seconds = add_store_degrees(index_path(store), lambda query: solutions_of(opened.query(query)), chosen,
+                                    settings.degree_cap)
+        click.echo(f"degrees recorded in {seconds:.1f} s", err=True)
 
 
 def _index_endpoint(url: str, graphs: tuple[str, ...], rebuild: bool, profile: str | None, languages) -> None:
