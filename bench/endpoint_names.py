@@ -66,6 +66,7 @@ def main() -> None:
     from kg_mcp.backends.endpoint_names import build_endpoint_index
     from kg_mcp.loading import load_sources
     from kg_mcp.settings import Settings
+    from kg_mcp.tools import find_entities
 
     store_dir, nt = args.work / "metaqa.store", args.work / "metaqa.nt"
     if not store_dir.is_dir():
@@ -104,7 +105,9 @@ def main() -> None:
         shutil.rmtree(args.work / "cache", ignore_errors=True)
         started = time.perf_counter()
         endpoint = open_endpoint(url, settings=settings)
-        print(f"open_endpoint with the index built at start: {time.perf_counter() - started:.1f} s", flush=True)
+        find_entities(endpoint, settings, "Jaws", 5)  # the first lookup starts the build in the background
+        endpoint.names.wait()
+        print(f"index built in the background after the first lookup: {time.perf_counter() - started:.1f} s", flush=True)
         evaluate(endpoint, "oxigraph serve, after (name index from its labels)", settings)
         endpoint.close()
     finally:

@@ -48,9 +48,21 @@ def football(tmp_path_factory):
     serving.close()
 
 
+def built(url, settings):
+    """An endpoint backend whose first lookup started the index build in the background, once that is done."""
+    backend = open_endpoint(url, settings=settings)
+    out = find_entities(backend, Settings(), "Argentina", 5)
+    assert out.data.method.startswith("label queries (exact, case-insensitive, prefix)"), out.data.method
+    backend.names.wait(60)
+    return backend, out
+
+
 @pytest.fixture(scope="module")
 def indexed(football):
-    backend = open_endpoint(football, settings=Settings())
+    backend, first_lookup = built(football, Settings())
+    # Until the index is there, label queries answer, and say so.
+    assert "the name index from the endpoint's labels is being built" in first_lookup.data.method
+    assert backend.names.current is not None
     yield backend
     backend.close()
 
@@ -104,23 +116,27 @@ def test_the_index_is_cached_per_endpoint_and_reused(indexed, football):
     assert meta["endpoint"] == football and meta["graphs"] == [] and meta["counted"] == meta["labels"] == 8  # 6 labels, 2 aliases
     again = open_endpoint(football, settings=Settings())
     try:
-        assert read_index_meta(path)["built_at"] == meta["built_at"]  # not built again
-        assert again.names is not None
+        assert again.names.current is not None  # at open, from the cache: no build, no request
+        assert find_entities(again, Settings(), "Biglia", 5).data.method.startswith("name index (built ")
+        assert read_index_meta(path)["built_at"] == meta["built_at"]
     finally:
         again.close()
 
 
-def test_an_old_index_is_rebuilt_and_a_large_endpoint_gets_none(indexed, football, caplog):
+def test_an_old_index_is_rebuilt_and_a_large_endpoint_gets_none(indexed, football, caplog, monkeypatch, tmp_path):
     path = endpoint_index_path(football, [])
-    built = read_index_meta(path)["built_at"]
-    rebuilt = open_endpoint(football, settings=Settings(name_index_max_age_days=1e-9))
+    built_at = read_index_meta(path)["built_at"]
+    rebuilt, _ = built(football, Settings(name_index_max_age_days=1e-9))
     rebuilt.close()
-    assert read_index_meta(path)["built_at"] > built
-    large = open_endpoint(football, settings=Settings(endpoint_index_max_labels=5))
+    assert read_index_meta(path)["built_at"] > built_at
+    monkeypatch.setenv("KG_MCP_CACHE", str(tmp_path))  # no index cached: the size rule decides
+    large, _ = built(football, Settings(endpoint_index_max_labels=5))
     try:
-        assert large.names is None
+        assert large.names.current is None
         assert "has more than 5 labels and aliases" in caplog.text and "kg-mcp index --sparql" in caplog.text
-        assert first(large, "Lucas_BIGLIA")[0].data.method == "label queries (exact, case-insensitive, prefix)"
+        method = first(large, "Lucas_BIGLIA")[0].data.method
+        assert method == ("label queries (exact, case-insensitive, prefix); the endpoint has more than 5 labels: "
+                          "its name index is built by kg-mcp index --sparql URL"), method
     finally:
         large.close()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
-from kg_mcp.backends.endpoint_names import endpoint_index
+from kg_mcp.backends.endpoint_names import EndpointNames
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
@@ -105,11 +105,8 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
     backend = RemoteBackend(url, chosen, vocab, settings)
-    try:
-        backend.names = endpoint_index(backend, settings)
-    except BaseException:
-        backend.close()
-        raise
+    if settings.name_index and backend.text_search is None:  # only the cache is read here, no request
+        backend.names = EndpointNames(backend, settings)
     return backend
 
 

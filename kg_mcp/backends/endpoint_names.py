@@ -16,6 +16,7 @@ import logging
 import os
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -101,14 +102,21 @@ class BuildReport:
         )
 
 
-class _Counter:
-    """`solutions`, counting the queries it runs."""
+class BuildStopped(Exception):
+    """The build was asked to stop (the backend closed)."""
 
-    def __init__(self, solutions: Solutions):
+
+class _Counter:
+    """`solutions`, counting the queries it runs, and refusing to run more once `stop` is set."""
+
+    def __init__(self, solutions: Solutions, stop: threading.Event | None = None):
         self._solutions = solutions
+        self._stop = stop
         self.queries = 0
 
     def __call__(self, query: str) -> Sequence:
+        if self._stop is not None and self._stop.is_set():
+            raise BuildStopped()
         self.queries += 1
         return self._solutions(query)
 
@@ -125,17 +133,23 @@ def build_endpoint_index(
     counted: int | None = None,
     by: str = "kg-mcp serve",
     progress: bool = True,
+    stop: threading.Event | None = None,
+    read: list[int] | None = None,
 ) -> BuildReport:
-    """Write the endpoint's name index to `path`, replacing an older one only once it is complete."""
+    """Write the endpoint's name index to `path`, replacing an older one only once it is complete.
+
+    `stop`, once set, ends the build at its next query (BuildStopped); `read` counts the labels read so far.
+    """
     started = time.perf_counter()
-    run = _Counter(solutions)
+    run = _Counter(solutions, stop)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     connection = sqlite3.connect(partial)
     try:
         start_index(connection)
-        read = [0]
+        read = read if read is not None else [0]
+        read[0] = 0
         names = insert_names(connection, _labels(run, profile, languages, counted, progress, read))
         entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
         set_degrees(connection, count_degrees(run, profile, entities, degree_cap, DEGREE_BATCH, progress))
@@ -211,9 +225,11 @@ class EndpointIndex:
         """How old the index is, in words.
 
         >>> EndpointIndex(None, 0.0, "").age_text(now=90.0), EndpointIndex(None, 0.0, "").age_text(now=3 * 86400.0)
-        ('built 1 min ago', 'built 3.0 days ago')
+        ('built 2 min ago', 'built 3.0 days ago')
         """
         seconds = max(0.0, (time.time() if now is None else now) - self.built_at)
+        if seconds < 60:
+            return "built just now"
         if seconds < 3600:
             return f"built {max(1, round(seconds / 60))} min ago"
         if seconds < 2 * 86400:
@@ -239,51 +255,90 @@ def open_index(path: Path) -> EndpointIndex:
     return EndpointIndex(NameIndex.open(path), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
 
 
-def endpoint_index(backend, settings) -> EndpointIndex | None:
-    """The name index `backend` (a RemoteBackend) looks names up in, built first where the rules say
-    so; None: find_entities uses the engine's text search or label queries.
+class EndpointNames:
+    """Which name index an endpoint's lookups use, and its build in the background.
 
-    Rules: an index `kg-mcp index` built is used as long as it fits (a warning once it is older than
-    `name_index_max_age_days`); otherwise an endpoint without text search of at most
-    `endpoint_index_max_labels` labels gets one built at start, rebuilt when it is older than that
-    age or the endpoint's label count changed.
+    At open, only the cache is read (no request): an index that fits the endpoint, graphs and
+    settings is used if it is younger than `name_index_max_age_days`, or whatever its age if
+    `kg-mcp index` built it (with a warning past that age). Otherwise, once the first lookup has
+    found that the engine has no text search (`start`), a thread counts the labels and aliases and,
+    up to `endpoint_index_max_labels`, builds the index; lookups use label queries until it is
+    there. A failed build leaves the previous index file as it was.
     """
-    if not settings.name_index or settings.text_search != "auto" or backend.text_search is not None:
-        return None
-    url, graphs, profile, languages = backend.url, getattr(settings, "graphs", None) or [], backend.profile, settings.languages
-    path = endpoint_index_path(url, graphs)
-    meta = read_index_meta(path)
-    current = fits(meta, url, graphs, profile, languages)
-    max_age = settings.name_index_max_age_days * 86400
-    old = current and time.time() - float(meta.get("built_at", 0)) > max_age
-    if current and meta.get("built_by") == BUILT_BY_COMMAND:
-        if old:
-            log.warning("the name index of %s is older than %s days: rebuild it with kg-mcp index --sparql %s --rebuild",
-                        url, settings.name_index_max_age_days, url)
-        return open_index(path)
-    if backend._text_engine() != "labels":
-        return None  # the engine's own text search answers
-    cap = settings.endpoint_index_max_labels
-    try:
-        counted = count_labels(backend._solutions, [*profile.label_predicates, *profile.alias_predicates], languages, cap)
-    except EndpointError as e:
-        log.warning("cannot count the labels of %s (%s): find_entities uses %s", url, e,
-                    "the name index built before" if current else "label queries")
-        return open_index(path) if current else None
-    if counted > cap:
-        log.warning("%s has more than %s labels and aliases: find_entities uses label queries there; "
-                    "build its name index with kg-mcp index --sparql %s", url, f"{cap:,}", url)
-        return None
-    if current and not old and meta.get("counted") == counted:
-        return open_index(path)
-    log.warning("building the name index of %s (%s labels and aliases; cached in %s)", url, f"{counted:,}", path)
-    try:
-        build_endpoint_index(backend._solutions, path, url=url, graphs=graphs, profile=profile, languages=languages,
-                             degree_cap=settings.degree_cap, counted=counted)
-    except (EndpointError, OSError, sqlite3.Error) as e:
-        if current:
-            log.warning("cannot rebuild the name index of %s (%s): the previous one is kept", url, e)
-            return open_index(path)
-        log.warning("cannot build the name index of %s (%s): find_entities uses label queries", url, e)
-        return None
-    return open_index(path)
+
+    def __init__(self, backend, settings):
+        self._backend = backend
+        self._settings = settings
+        self.url = backend.url
+        self.graphs = list(getattr(settings, "graphs", None) or [])
+        self.path = endpoint_index_path(self.url, self.graphs)
+        self.current: EndpointIndex | None = None
+        self.note = ""  # why there is no index, or how far its build is
+        self._read = [0]
+        self._counted: int | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        meta = read_index_meta(self.path)
+        if fits(meta, self.url, self.graphs, backend.profile, settings.languages):
+            young = time.time() - float(meta.get("built_at", 0)) <= settings.name_index_max_age_days * 86400
+            if meta.get("built_by") == BUILT_BY_COMMAND or young:
+                if not young:
+                    log.warning("the name index of %s is older than %s days: rebuild it with kg-mcp index --sparql %s "
+                                "--rebuild", self.url, settings.name_index_max_age_days, self.url)
+                self.current = open_index(self.path)
+
+    def start(self) -> None:
+        """Build the index in the background, once (called when the engine turned out to have no text search)."""
+        with self._lock:
+            if self.current is not None or self._thread is not None:
+                return
+            self.note = "the name index from the endpoint's labels is being built"
+            self._thread = threading.Thread(target=self._build, name="kg-mcp-endpoint-names", daemon=True)
+            self._thread.start()
+
+    def status(self) -> str:
+        """What a lookup without the index says about it ('' when there is nothing to say)."""
+        if self._thread is not None and self._thread.is_alive() and self._counted:
+            return f"{self.note} ({self._read[0]:,} of {self._counted:,} labels read)"
+        return self.note
+
+    def wait(self, timeout: float | None = None) -> EndpointIndex | None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.current
+
+    def _build(self) -> None:
+        backend, settings, profile = self._backend, self._settings, self._backend.profile
+        cap = settings.endpoint_index_max_labels
+        try:
+            counted = count_labels(
+                backend._solutions, [*profile.label_predicates, *profile.alias_predicates], settings.languages, cap
+            )
+            if counted > cap:
+                self.note = f"the endpoint has more than {cap:,} labels: its name index is built by kg-mcp index --sparql URL"
+                log.warning("%s has more than %s labels and aliases: find_entities uses label queries there; "
+                            "build its name index with kg-mcp index --sparql %s", self.url, f"{cap:,}", self.url)
+                return
+            self._counted = counted
+            log.warning("building the name index of %s (%s labels and aliases; cached in %s)", self.url,
+                        f"{counted:,}", self.path)
+            build_endpoint_index(
+                backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
+                languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
+                read=self._read,
+            )
+            self.current = open_index(self.path)
+            self.note = ""
+        except BuildStopped:
+            self.note = "the name index build was stopped"
+        except (EndpointError, OSError, sqlite3.Error) as e:
+            self.note = "the name index could not be built"
+            log.warning("cannot build the name index of %s (%s): find_entities uses label queries", self.url, e)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        if self.current is not None:
+            self.current.index.close()

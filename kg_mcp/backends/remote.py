@@ -52,7 +52,7 @@ class RemoteBackend(SparqlBackend):
         if chosen == "auto" and self.profile.entity_search == "mwapi" and "query.wikidata.org" in url:
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
-        self.names = None  # kg_mcp.backends.endpoint_names.EndpointIndex, where one is used
+        self.names = None  # kg_mcp.backends.endpoint_names.EndpointNames, where a name index may be used
 
     @property
     def use_entity_search(self) -> bool:
@@ -64,7 +64,7 @@ class RemoteBackend(SparqlBackend):
 
     def close(self) -> None:
         if self.names is not None:
-            self.names.index.close()
+            self.names.close()
         self.http.close()
 
     def _solutions(self, query: str) -> Solutions:
@@ -101,10 +101,19 @@ class RemoteBackend(SparqlBackend):
 
     # --- what differs on a remote endpoint ------------------------------------------------------
     def _name_matches(self, name: str, limit: int):
-        if self.names is not None:
-            method = f"name index ({self.names.age_text()} from the endpoint's labels)"
-            return method, self._indexed_matches(self.names.index, name, limit)
+        names = self.names.current if self.names is not None else None
+        if names is not None:
+            method = f"name index ({names.age_text()} from the endpoint's labels)"
+            return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
+        if engine == "labels" and self.names is not None:
+            self.names.start()  # in the background: label queries answer until it is built
+            method, matches = self._engine_matches(engine, name, limit)
+            note = self.names.status()
+            return (f"{method}; {note}" if note else method), matches
+        return self._engine_matches(engine, name, limit)
+
+    def _engine_matches(self, engine: str, name: str, limit: int):
         query = None if engine == "labels" else text_search.search_query(
             engine, name, self.label_predicates, self.settings.languages, limit * 4
         )
