@@ -7,6 +7,10 @@ endpoint. `load(path, graph)` bulk-loads an N-Triples file with isql's `ld_dir` 
 its literals for `bif:contains`;
 `url(graph)` is the endpoint with that graph as its default graph, so several data sets share one
 instance without seeing each other. `stop()` shuts it down.
+
+`Virtuoso(root, stock=True)` runs the packaged ini as a user has it: only its ports and file paths
+change (and DirsAllowed gains the data folder, for the bulk loader); its system graphs, row cap,
+time limits and plugins stay as Debian ships them.
 """
 
 from __future__ import annotations
@@ -53,8 +57,10 @@ class Virtuoso:
         buffers: int = 20_000,
         dirty_buffers: int = 15_000,
         niceness: int = 0,
+        stock: bool = False,
     ):
         self.root = root
+        self.stock = stock
         self.sql_port, self.http_port = sql_port, http_port
         self.max_rows, self.max_seconds = max_rows, max_seconds
         self.buffers, self.dirty_buffers, self.niceness = buffers, dirty_buffers, niceness
@@ -83,6 +89,14 @@ class Virtuoso:
         ini["TempDatabase"].update(
             DatabaseFile=f"{db}/virtuoso-temp.db", TransactionFile=f"{db}/virtuoso-temp.trx"
         )
+        if self.stock:  # ports and paths only
+            allowed = ini["Parameters"].get("DirsAllowed", ".")
+            ini["Parameters"].update(ServerPort=f"127.0.0.1:{self.sql_port}", DirsAllowed=f"{allowed}, {db}")
+            ini["HTTPServer"].update(ServerPort=f"127.0.0.1:{self.http_port}")
+            path = db / "virtuoso.ini"
+            with path.open("w") as f:
+                ini.write(f)
+            return path
         ini["Parameters"].update(
             ServerPort=f"127.0.0.1:{self.sql_port}",
             DirsAllowed=f"., {db}",

@@ -107,7 +107,10 @@ def _bounded_view(backend: Backend, seconds: float) -> Iterator[Backend]:
         yield backend
         return
     settings = backend.settings.model_copy(update={"timeout_s": max(0.1, seconds), "retries": 0})
-    twin = RemoteBackend(backend.url, backend.profile, backend.vocab, settings, label_predicates=backend.label_predicates)
+    twin = RemoteBackend(
+        backend.url, backend.profile, backend.vocab, settings, label_predicates=backend.label_predicates,
+        graphs=backend.graph_plan,  # the same graphs: the summary describes what the tools read
+    )
     twin.text_search = backend.text_search
     try:
         yield twin

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# An absolute IRI as SPARQL writes it between < >: a scheme, then no spaces, quotes or brackets.
+_GRAPH_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>"{}|^`\\]+')
 
 
 class Settings(BaseSettings):
@@ -25,7 +31,9 @@ class Settings(BaseSettings):
         {}, description="extra prefixes, name -> namespace IRI (--prefix NAME=IRI): ids are shown and read with them"
     )
     prefix_discovery: bool = Field(
-        True, description="on an endpoint, find prefixes for its dominant namespaces at start (VoID, a bounded sample)"
+        True,
+        description="on an endpoint, look at what it holds at start: its data graphs (leaving out the engine's own) "
+        "and prefixes for its dominant namespaces (VoID, a bounded sample)",
     )
     schema_summary_s: float = Field(
         10.0, ge=0, description="at start, the KG summary in the server instructions takes at most this long on an endpoint (0: no summary)"
@@ -48,6 +56,11 @@ class Settings(BaseSettings):
         "auto",
         pattern="^(auto|mwapi|virtuoso|qlever|labels)$",
         description="find_entities on an endpoint: its own text search (auto: detected), or label queries",
+    )
+    graphs: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="on an endpoint, the named graphs every query reads (--graph IRI, repeatable; "
+        "KG_MCP_GRAPHS: IRIs separated by spaces or commas); empty: the endpoint's data graphs",
     )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
@@ -77,3 +90,26 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
     trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
+
+    @field_validator("graphs", mode="before")
+    @classmethod
+    def _split_graphs(cls, value):
+        # From KG_MCP_GRAPHS (or a bundle option) the IRIs come as one string.
+        if isinstance(value, str):
+            value = [part for part in re.split(r"[\s,]+", value) if part]
+        return value
+
+    @field_validator("graphs")
+    @classmethod
+    def _check_graphs(cls, value: list[str]) -> list[str]:
+        for iri in value:
+            if (problem := graph_iri_problem(iri)) is not None:
+                raise ValueError(problem)
+        return list(dict.fromkeys(value))
+
+
+def graph_iri_problem(iri: str) -> str | None:
+    """What is wrong with `iri` as a graph name, or None when it is a full IRI."""
+    if _GRAPH_IRI.fullmatch(iri):
+        return None
+    return f"{iri!r} is not a graph IRI: write it in full, e.g. http://example.org/graph/movies"

@@ -114,10 +114,15 @@ def oxigraph_cli() -> str:
     return found
 
 
-def _oxigraph_serve(location: Path, source: Path):
-    """`oxigraph serve-read-only` on a loopback port over `source`; yields the query URL."""
+def _oxigraph_serve(location: Path, source: Path | None, named: dict[str, Path] | None = None):
+    """`oxigraph serve-read-only` on a loopback port over `source` (the default graph) and `named`
+    (graph IRI -> N-Triples file, each loaded into its graph); yields the query URL."""
     cli = oxigraph_cli()
-    subprocess.run([cli, "load", "--location", str(location), "--file", str(source)], check=True, capture_output=True)
+    loads = [(source, [])] if source else []
+    loads += [(path, ["--graph", graph]) for graph, path in (named or {}).items()]
+    for path, extra in loads:
+        command = [cli, "load", "--location", str(location), "--file", str(path), *extra]
+        subprocess.run(command, check=True, capture_output=True)
     port = free_port()
     process = subprocess.Popen(
         [cli, "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
@@ -163,6 +168,32 @@ def virtuoso(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def stock_virtuoso(tmp_path_factory):
+    """A Virtuoso run from Debian's packaged ini as a user has it (only ports and paths changed):
+    its system graphs beside the data, which `load(source, graph)` bulk-loads into a named graph."""
+    from bench.virtuoso import Virtuoso, installed
+
+    problem = installed()
+    if problem:
+        pytest.fail(problem)
+    server = Virtuoso(tmp_path_factory.mktemp("stock-virtuoso"), sql_port=free_port(), http_port=free_port(), stock=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def text_kb_as_ntriples(lines: list[str], target: Path) -> Path:
+    """Plain-text triples (MetaQA's `a|r|b`, PathQuestion's tabs) as the N-Triples `kg-mcp load` makes of them."""
+    text = target.with_suffix(".txt")
+    text.write_text("".join(line if line.endswith("\n") else line + "\n" for line in lines), encoding="utf-8")
+    store = target.with_suffix(".store")
+    load_sources([text], store, progress=False)
+    return store_as_ntriples(store, target)
 
 
 def store_as_ntriples(store_dir: Path, target: Path) -> Path:

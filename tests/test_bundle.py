@@ -45,7 +45,7 @@ def test_manifest_matches_the_package():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert MANIFEST["version"] == project["version"]
     assert MANIFEST["server"]["type"] == "uv" and MANIFEST["server"]["mcp_config"]["args"][-2:] == ["kg-mcp", "serve"]
-    assert set(MANIFEST["user_config"]) == {"store", "sparql_url", "wikidata", "enable_sparql"}
+    assert set(MANIFEST["user_config"]) == {"store", "sparql_url", "graphs", "wikidata", "enable_sparql"}
 
 
 def host_env(values: dict[str, object]) -> dict[str, str]:

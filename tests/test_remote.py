@@ -284,8 +284,8 @@ def scripted_backend(server: ScriptedEndpoint, **settings) -> RemoteBackend:
 def test_user_agent_names_kg_mcp_and_contact():
     with ScriptedEndpoint([Reply(body={"head": {}, "boolean": False}), Reply(body=ASK_TRUE)]) as server:
         backend = open_endpoint(server.url, settings=Settings(contact=CONTACT))
-    # Detection asked twice (the first probe said no), then prefix discovery read VoID and a
-    # sample (answered with booleans here, so nothing found): all with our agent.
+    # The named graphs were listed (answered with a boolean here, so none), detection asked once,
+    # then prefix discovery read VoID and a sample (booleans again, so nothing found): all with our agent.
     assert backend.profile.name == "wikidata"
     assert len(server.requests) == 4
     assert b"void%23uriSpace" in server.requests[2].body and b"LIMIT+2000" in server.requests[3].body

@@ -10,10 +10,11 @@ import pyoxigraph as ox
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.endpoint_names import EndpointNames
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.named_graphs import CHOSEN, GraphPlan, plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
-from kg_mcp.errors import ConfigError
+from kg_mcp.errors import ConfigError, EndpointError
 from kg_mcp.ids import Vocabulary
 from kg_mcp.names.store_index import open_store_index
 from kg_mcp.profiles import GENERIC, Profile, detect_profile, get_profile
@@ -54,6 +55,11 @@ def open_backend(
     chosen = [x for x in (store, sparql, wikidata or None) if x]
     if len(chosen) > 1:
         raise ConfigError("Give one of --store, --sparql or --wikidata, not several.")
+    if settings.graphs and not (sparql or wikidata):
+        raise ConfigError(
+            "--graph (KG_MCP_GRAPHS) picks graphs of a SPARQL endpoint (--sparql); a store made by "
+            "`kg-mcp load` and the demo KG are read whole. Load only the data you want into the store instead."
+        )
     if store:
         return open_store(store, profile=profile, settings=settings)
     if sparql or wikidata:
@@ -95,16 +101,27 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
     try:
+        # Which graphs every query reads (kg_mcp.backends.named_graphs): the chosen ones, or the data graphs.
+        # With discovery off nothing is asked at start: chosen graphs are read unchecked, else the default graph.
+        look = settings.prefix_discovery
+        plan = GraphPlan(tuple(settings.graphs), tuple(settings.graphs), CHOSEN) if settings.graphs else GraphPlan()
+        if look:
+            try:
+                plan = plan_graphs(url, settings.graphs, probe._solutions, probe._boolean, lambda: probe.http.engine)
+            except EndpointError as e:  # discovery only shortens output: it must never stop a start
+                log.warning("could not look at the endpoint's graphs (%s); reading it as it answers", e.message)
+                look = False
+        probe.http.graphs = plan.graphs
         chosen = get_profile(profile) if profile else _detect(probe._boolean)
         log.info("endpoint %s: profile %s", url, chosen.name)
         # Looked at once per server: the endpoint's namespaces become prefixes, as a store's are at load time.
         known = {**chosen.prefixes, **settings.prefixes}
-        found = discover(probe._solutions, known) if settings.prefix_discovery else Discovered()
+        found = discover(probe._solutions, known, plan.sampled) if look else Discovered()
     finally:
         probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
-    backend = RemoteBackend(url, chosen, vocab, settings)
+    backend = RemoteBackend(url, chosen, vocab, settings, graphs=plan)
     if settings.name_index and backend.text_search is None:  # only the cache is read here, no request
         backend.names = EndpointNames(backend, settings)
     return backend

@@ -39,6 +39,9 @@ def bounded_distinct(var: str, cap: int) -> str:
 def endpoint_stats(backend, cap: int) -> StoreStats:
     """StoreStats of a remote backend; `details["counts"]` says how the numbers were obtained."""
     stats = StoreStats(kind=backend.kind, profile=backend.profile.name, triples=None, details={"endpoint": backend.url})
+    plan = backend.graph_plan
+    if plan.graphs:  # every count below is of these graphs (kg_mcp.backends.named_graphs)
+        stats.details["graphs"] = f"{plan.reason}: {', '.join(plan.graphs)}"
     try:
         if _from_void(backend, stats):
             return stats

@@ -95,8 +95,13 @@ class SparqlHttp:
         retries: int,
         connections: int = 16,
         engine: str | None = None,
+        graphs: tuple[str, ...] = (),
     ):
         self.url = url
+        # The dataset of every query (kg_mcp.backends.named_graphs): the protocol's own parameters,
+        # so that no query text changes. Both are sent: the default graph is their merge, and
+        # GRAPH patterns see those graphs only (Virtuoso otherwise lets them see every graph).
+        self.graphs = tuple(graphs)
         self.timeout_s = timeout_s
         self.retries = retries
         # For engine_timeout: named by the caller, or read from the answers' headers.
@@ -114,8 +119,11 @@ class SparqlHttp:
         """The endpoint's answer to `query`, within the deadline, retried where retrying can help."""
         return self.fetch_with_headers(query)[0]
 
-    def fetch_with_headers(self, query: str) -> tuple[bytes, dict[str, str]]:
-        """`fetch`, with the answer's headers (engines flag cut and partial answers there)."""
+    def fetch_with_headers(self, query: str, graphs: tuple[str, ...] | None = None) -> tuple[bytes, dict[str, str]]:
+        """`fetch`, with the answer's headers (engines flag cut and partial answers there).
+
+        `graphs` replaces the dataset for this query (an empty tuple: the endpoint as it answers)."""
+        graphs = self.graphs if graphs is None else graphs
         deadline = time.monotonic() + self.timeout_s
         backoff = _BACKOFF_START_S
         last_problem = "no attempt was made"
@@ -123,7 +131,7 @@ class SparqlHttp:
             if deadline - time.monotonic() <= 0:
                 break
             try:
-                return self._request(query, deadline)
+                return self._request(query, deadline, graphs)
             except _Retryable as retryable:
                 last_problem, wait = retryable.problem, retryable.wait
             if wait is not None and time.monotonic() + wait >= deadline:
@@ -144,12 +152,14 @@ class SparqlHttp:
             "The KG service is slow or unavailable; try again later or with a narrower call.",
         )
 
-    def _request(self, query: str, deadline: float) -> tuple[bytes, dict[str, str]]:
+    def _request(self, query: str, deadline: float, graphs: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
         remaining = max(0.001, deadline - time.monotonic())
         # The engine stops a little before this call gives up, so that what it found can still arrive.
         fields, headers = engine_timeout(self.engine, remaining * 0.9 - 0.5)
         if self._url_sets_timeout:
             fields = {}
+        if graphs:
+            fields = {**fields, "default-graph-uri": list(graphs), "named-graph-uri": list(graphs)}
         try:
             with self.client.stream(
                 "POST", self.url, data={"query": query, **fields}, headers=headers, timeout=remaining

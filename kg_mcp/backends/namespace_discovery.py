@@ -5,6 +5,8 @@ the server opens it, a few bounded queries look at what the endpoint holds:
 
 - VoID: `void:uriSpace` (the namespace of a data set's entities) and `void:vocabulary`;
 - a sample of its triples: the namespaces most of the sampled subjects and predicates share.
+  Where the backend reads several graphs, each is sampled in proportion to its size (counted up
+  to SIZE_CAP), so that a small graph is seen and a big one weighs as it should.
 
 A dominant subject namespace gets a prefix; the dominant predicate namespace is shown bare (as
 `directed_by`), like the relations of a store loaded from text, unless entities share it. The
@@ -16,17 +18,22 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
+from kg_mcp.backends.named_graphs import bounded_graph_size
 from kg_mcp.errors import KGError
 from kg_mcp.namespaces import ENTITY_PATH, ENTITY_PREFIX, RELATION_PATH
 
 log = logging.getLogger(__name__)
 
 SAMPLE_TRIPLES = 2000  # triples read to find dominant namespaces: one bounded query
+SIZE_CAP = 100_000  # a graph's triples are counted up to this to weigh its share of the sample
+MIN_SHARE = 50  # triples read from any graph, however small
+SAMPLED_GRAPHS = 20  # the largest graphs sampled, when the backend reads more
+COUNTED_GRAPHS = 50  # graphs whose size is counted to find those (the first listed)
 SUBJECTS_REVISITED = 40  # subjects of the first sample whose own triples are read in a second one
 VOID_ROWS = 50
 _DOMINANT_SHARE = 0.1  # a namespace holding at least this share of the sample gets a prefix
@@ -56,11 +63,12 @@ def namespace_of(iri: str) -> str:
     return iri[: cut + 1] if cut > len("https://") else ""
 
 
-def discover(solutions: Callable[[str], Iterable], known: dict[str, str]) -> Discovered:
+def discover(solutions: Callable[[str], Iterable], known: dict[str, str], graphs: Sequence[str] = ()) -> Discovered:
     """Namespaces of the endpoint that `known` (prefix -> namespace) does not cover yet.
 
-    `solutions(query)` runs a SELECT. Failures are logged and leave ids in full: discovery only
-    shortens output, it must never stop a server from starting.
+    `solutions(query)` runs a SELECT; `graphs` are the data graphs to sample (empty: the default
+    graph). Failures are logged and leave ids in full: discovery only shortens output, it must
+    never stop a server from starting.
     """
     found = Discovered()
     covered = set(known.values())
@@ -71,7 +79,7 @@ def discover(solutions: Callable[[str], Iterable], known: dict[str, str]) -> Dis
         return rows if isinstance(rows, list) else []  # an endpoint that answers a SELECT oddly
     try:
         void_spaces, vocabularies = _void(solutions)
-        subjects, predicates = _sample(solutions)
+        subjects, predicates = _sample(solutions, _first_queries(solutions, graphs))
     except KGError as e:
         log.warning("could not look at the endpoint's namespaces (%s); ids are shown in full", e.message)
         return found
@@ -112,7 +120,28 @@ def _void(solutions) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(spaces)), list(dict.fromkeys(vocabularies))
 
 
-def _sample(solutions) -> tuple[Counter, Counter]:
+def _first_queries(solutions, graphs: Sequence[str]) -> list[str]:
+    """The first sample: one query over the default graph, or one per graph (`GRAPH <g>`, which
+    reads it with or without a dataset), several sharing SAMPLE_TRIPLES by their sizes."""
+    if not graphs:
+        return [SAMPLE_QUERY]
+    sizes = {graphs[0]: SAMPLE_TRIPLES}
+    if len(graphs) > 1:
+        for graph in graphs[:COUNTED_GRAPHS]:
+            rows = solutions(bounded_graph_size(graph, SIZE_CAP))
+            n = rows[0]["n"] if rows else None
+            sizes[graph] = int(n.value) if isinstance(n, ox.Literal) else 0
+        log.info("namespace sample over graphs (triples, up to %d): %s", SIZE_CAP, sizes)
+    biggest = sorted((g for g in sizes if sizes[g]), key=lambda g: -sizes[g])[:SAMPLED_GRAPHS]
+    total = sum(sizes[g] for g in biggest)
+    return [
+        f"SELECT ?s ?p ?o WHERE {{ GRAPH {ox.NamedNode(g)} {{ ?s ?p ?o }} }} "
+        f"LIMIT {max(MIN_SHARE, SAMPLE_TRIPLES * sizes[g] // total)}"
+        for g in biggest
+    ]
+
+
+def _sample(solutions, first: Sequence[str] = (SAMPLE_QUERY,)) -> tuple[Counter, Counter]:
     """Namespace counts of subjects (and IRI objects) and of predicates in two bounded samples.
 
     The first triples an engine returns come in its index order and may all share one predicate
@@ -121,7 +150,7 @@ def _sample(solutions) -> tuple[Counter, Counter]:
     """
     subjects, predicates = Counter(), Counter()
     seen: list[ox.NamedNode] = []
-    for query in (SAMPLE_QUERY, None):
+    for query in (*first, None):
         if query is None:
             spread = list(dict.fromkeys(seen))
             spread = spread[:: max(1, len(spread) // SUBJECTS_REVISITED)][:SUBJECTS_REVISITED]

@@ -19,8 +19,9 @@ from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
+from kg_mcp.backends.named_graphs import SHOWN_GRAPHS, GraphPlan, GraphSize, bounded_graph_size, engine_of_graph, list_graphs
 from kg_mcp.backends.sparql_backend import SparqlBackend
-from kg_mcp.errors import EndpointError, InvalidInput
+from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
 
 log = logging.getLogger(__name__)
@@ -31,9 +32,10 @@ _LOOSE_METHOD = "label queries (accents, apostrophes and case ignored)"
 class RemoteBackend(SparqlBackend):
     kind = "remote"
 
-    def __init__(self, url: str, *args, **kwargs):
+    def __init__(self, url: str, *args, graphs: GraphPlan | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.url = url
+        self.graph_plan = graphs or GraphPlan()
         self.user_agent = f"kg-mcp/{__version__} ({self.settings.contact}) httpx2"
         # An engine named by --text-search gets its time limit from the first query on.
         engine = self.settings.text_search if self.settings.text_search in ("virtuoso", "qlever") else None
@@ -43,6 +45,7 @@ class RemoteBackend(SparqlBackend):
             timeout_s=self.settings.timeout_s,
             retries=self.settings.retries,
             engine=engine,
+            graphs=self.graph_plan.graphs,
         )
         # A full scan of labels would time out on a large public endpoint; Wikidata has a search API.
         self.label_scan = self.profile.name != "wikidata"
@@ -59,8 +62,8 @@ class RemoteBackend(SparqlBackend):
         return self.text_search == "mwapi"
 
     # --- transport (kg_mcp.backends.http_transport) ----------------------------------------------
-    def _fetch(self, query: str) -> tuple[bytes, dict[str, str]]:
-        return self.http.fetch_with_headers(query)
+    def _fetch(self, query: str, graphs: tuple[str, ...] | None = None) -> tuple[bytes, dict[str, str]]:
+        return self.http.fetch_with_headers(query, graphs)
 
     def close(self) -> None:
         if self.names is not None:
@@ -89,8 +92,8 @@ class RemoteBackend(SparqlBackend):
         total = None if answer.cut_at is not None else rows.total
         return replace(rows, total=total, cut_at=answer.cut_at, partial=answer.partial)
 
-    def _answer(self, query: str) -> Answer:
-        body, headers = self._fetch(query)
+    def _answer(self, query: str, graphs: tuple[str, ...] | None = None) -> Answer:
+        body, headers = self._fetch(query, graphs)
         try:
             return read_answer(body, headers)
         except SyntaxError as e:
@@ -165,6 +168,24 @@ class RemoteBackend(SparqlBackend):
         except EndpointError:  # a label scan too heavy for this endpoint: keep the exact matches
             log.info("label scan on %s failed; returning exact matches only", self.url)
             return []
+
+    def graph_sizes(self) -> list[GraphSize]:
+        """The endpoint's named graphs with their triples (counted up to count_cap each, so a huge
+        graph costs one bounded query) and whether this backend reads them. Each count runs on the
+        whole endpoint, so that graphs outside the dataset are counted too."""
+        plan = self.graph_plan
+        listed = plan.listed or tuple(list_graphs(lambda query: self._answer(query, ()).result, lambda: self.http.engine))
+        sizes = []
+        for graph in listed[:SHOWN_GRAPHS]:
+            try:
+                rows = self._answer(bounded_graph_size(graph, self.count_cap), ()).result
+                n = int(rows[0]["n"].value) if rows and rows[0]["n"] is not None else 0
+            except KGError as e:
+                log.info("could not count graph %s (%s)", graph, e.message)
+                n = None
+            read = graph in plan.graphs if plan.graphs else None  # None: as the engine's default graph has it
+            sizes.append(GraphSize(graph, n, n is not None and n >= self.count_cap, read, engine_of_graph(graph)))
+        return sizes
 
     def stats(self):
         # Counting a public endpoint's triples would time out: VoID figures or bounded counts.

@@ -91,7 +91,7 @@ def write(path: Path, before: str, after: str) -> Path | None:
     return backup
 
 
-def serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql) -> list[str]:
+def serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql, graphs=()) -> list[str]:
     """The serve options as arguments, paths made absolute."""
     args: list[str] = []
     if store:
@@ -102,6 +102,8 @@ def serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql) -
         args.append("--wikidata")
     if profile:
         args += ["--profile", profile]
+    for graph in graphs:
+        args += ["--graph", graph]
     for language in languages:
         args += ["--language", language]
     if enable_sparql:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import click
+from pydantic import ValidationError
 
 from kg_mcp import __version__
 from kg_mcp.errors import ConfigError
@@ -47,6 +48,15 @@ def _store_options(func):
             callback=_remember_prefixes,
             help="Show and accept ids of namespace IRI as NAME:local (repeatable).",
         ),
+        click.option(
+            "--graph",
+            multiple=True,
+            metavar="IRI",
+            expose_value=False,  # read by _settings, as --prefix is
+            callback=_remember_graphs,
+            help="On an endpoint, read only this named graph (repeatable; KG_MCP_GRAPHS). "
+                 "Default: every graph but the engine's own.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -63,16 +73,38 @@ def _remember_prefixes(ctx: click.Context, param, values: tuple[str, ...]) -> No
     ctx.meta["kg_mcp.prefixes"] = prefixes
 
 
+def _remember_graphs(ctx: click.Context, param, values: tuple[str, ...]) -> None:
+    from kg_mcp.settings import graph_iri_problem
+
+    for value in values:
+        if (problem := graph_iri_problem(value)) is not None:
+            raise click.BadParameter(problem, param=param)
+    ctx.meta["kg_mcp.graphs"] = list(values)
+
+
+def chosen_graphs() -> list[str]:
+    """The --graph values of the running command (empty when none was given)."""
+    ctx = click.get_current_context(silent=True)
+    return list(ctx.meta.get("kg_mcp.graphs", [])) if ctx is not None else []
+
+
 def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
     overrides: dict = {}
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.meta.get("kg_mcp.prefixes"):
         overrides["prefixes"] = ctx.meta["kg_mcp.prefixes"]
+    if graphs := chosen_graphs():
+        overrides["graphs"] = graphs
     if languages:
         overrides["languages"] = list(languages)
     if enable_sparql:
         overrides["sparql_tool"] = True
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:  # a KG_MCP_* variable that does not parse
+        problems = "; ".join(f"KG_MCP_{'_'.join(map(str, err['loc'])).upper()}: {err['msg'].removeprefix('Value error, ')}"
+                             for err in e.errors())
+        raise ConfigError(f"Bad setting: {problems}") from None
 
 
 def _open(store, sparql_url, wikidata, profile, settings):

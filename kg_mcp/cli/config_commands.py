@@ -7,7 +7,7 @@ import json
 import click
 
 from kg_mcp.cli import client_config
-from kg_mcp.cli.common import _store_options, main
+from kg_mcp.cli.common import _store_options, chosen_graphs, main
 
 
 @main.command()
@@ -25,7 +25,7 @@ def config(client, store, sparql_url, wikidata, profile, languages, enable_sparq
     """
     from pathlib import Path
 
-    args = client_config.serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql)
+    args = client_config.serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql, chosen_graphs())
     if not write_file:
         click.echo(json.dumps(client_config.snippet(client, name, args), indent=2, ensure_ascii=False))
         click.echo(f"(goes into {client_config.config_path(client)}; --write merges it there)", err=True)

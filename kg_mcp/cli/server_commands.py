@@ -188,15 +188,13 @@ def _index_endpoint(url: str, graphs: tuple[str, ...], rebuild: bool, profile: s
     from kg_mcp.backends import endpoint_names as en
     from kg_mcp.errors import EndpointError
     from kg_mcp.names import read_index_meta
-    from kg_mcp.settings import Settings
+    from kg_mcp.settings import graph_iri_problem
 
-    settings = _settings(languages, False)
-    overrides = {"name_index": False}  # opened without an index: this command builds it
-    if graphs:
-        if "graphs" not in Settings.model_fields:
-            raise ConfigError("--graph is not supported by this kg-mcp.")
-        overrides["graphs"] = list(graphs)
-    settings = settings.model_copy(update=overrides)
+    for graph in graphs:
+        if (problem := graph_iri_problem(graph)) is not None:
+            raise ConfigError(f"--graph: {problem}")
+    # Opened without a name index (this command builds it), reading only the graphs given.
+    settings = _settings(languages, False).model_copy(update={"name_index": False, "graphs": list(graphs)})
     backend = open_endpoint(url, profile=profile, settings=settings)
     try:
         path = en.endpoint_index_path(url, graphs)
@@ -363,5 +361,28 @@ def info(store, sparql_url, wikidata, profile, languages, enable_sparql):
         for predicate, count in stats.top_relations:
             label = labels.get(predicate)
             click.echo(f"  {count:>10,}  {backend.vocab.compact(predicate)}" + (f"  ({label})" if label else ""))
+    if hasattr(backend, "graph_sizes"):
+        _echo_graphs(backend)
     backend.close()
+
+
+def _echo_graphs(backend) -> None:
+    """An endpoint's named graphs, their sizes, and which ones the tools read."""
+    plan = backend.graph_plan
+    if not plan.graphs:  # else the stats' details named them
+        click.echo(f"graphs: {plan.reason}")
+    sizes = backend.graph_sizes()
+    if not sizes:
+        click.echo("named graphs: none listed")
+        return
+    click.echo(f"named graphs (triples, counted up to {backend.count_cap:,}):")
+    for graph in sizes:
+        count = "not counted" if graph.triples is None else f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
+        if graph.read is None:
+            note = f"{graph.engine}'s own" if graph.engine else ""
+        elif graph.read:
+            note = "read"
+        else:
+            note = f"{graph.engine}'s own, not read" if graph.engine else "not read"
+        click.echo(f"  {count:>18}  {graph.iri}" + (f"  ({note})" if note else ""))
 

@@ -137,7 +137,12 @@ def _update_refused() -> QueryRefused:
 
 
 def _from_refused() -> QueryRefused:
-    return QueryRefused("FROM / FROM NAMED clauses are not allowed.", "Query the default graph without FROM.")
+    # On an endpoint the server chooses the graphs every query reads (kg_mcp.backends.named_graphs),
+    # and Virtuoso would merge a query's own FROM with them.
+    return QueryRefused(
+        "FROM / FROM NAMED clauses are not allowed.",
+        "Query without FROM: every query already reads the KG's graphs.",
+    )
 
 
 def _service_refused(target: str | None) -> QueryRefused:

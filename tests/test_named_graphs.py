@@ -1,0 +1,162 @@
+"""--graph: two data sets in two named graphs of one endpoint (`oxigraph serve` and Virtuoso); with
+one graph chosen, every tool, resource, lookup and count sees that graph only."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from conftest import _oxigraph_serve, text_kb_as_ntriples
+from mcp import Client
+
+from kg_mcp.backends import open_endpoint
+from kg_mcp.cli import main
+from kg_mcp.errors import ConfigError
+from kg_mcp.server import build_server
+from kg_mcp.settings import Settings
+
+MOVIES = "http://example.org/graph/movies"
+PEOPLE = "http://example.org/graph/people"
+FILM, FILM_NAME, DIRECTOR = "kg:In_Bloom", "In Bloom", "kg:Nana_Ekvtimishvili"  # MetaQA
+PERSON, PERSON_NAME = "kg:ludwig_ii_of_bavaria", "ludwig_ii_of_bavaria"  # PathQuestion
+
+
+@pytest.fixture(scope="module")
+def sources(data_dir, tmp_path_factory) -> dict[str, object]:
+    folder = tmp_path_factory.mktemp("two-graphs")
+    movies = (data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()[46_000:47_000]
+    people = (data_dir / "pathquestion" / "2H-kb.txt").read_text(encoding="utf-8").splitlines()[:600]
+    files = {MOVIES: text_kb_as_ntriples(movies, folder / "movies.nt"), PEOPLE: text_kb_as_ntriples(people, folder / "people.nt")}
+    return {"files": files, "triples": {g: sum(1 for line in f.read_text().splitlines() if line.strip()) for g, f in files.items()}}
+
+
+@pytest.fixture(scope="module")
+def oxigraph_url(sources, tmp_path_factory):
+    yield from _oxigraph_serve(tmp_path_factory.mktemp("oxigraph-two-graphs"), None, sources["files"])
+
+
+@pytest.fixture(scope="module")
+def virtuoso_url(virtuoso, sources) -> str:
+    for graph, path in sources["files"].items():
+        virtuoso.load(path, graph)
+    return virtuoso.endpoint  # no default-graph-uri: the whole instance, as a user points at it
+
+
+@pytest.fixture(scope="module", params=["oxigraph", "virtuoso"])
+def url(request) -> str:
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+def call_all(backend, calls: list[tuple[str, dict]]) -> list:
+    async def run():
+        async with Client(build_server(backend, backend.settings)) as client:
+            results = [await client.call_tool(name, args) for name, args in calls]
+            stats = json.loads((await client.read_resource("kg://stats")).contents[0].text)
+            return results, stats
+
+    return anyio.run(run)
+
+
+def test_one_graph_chosen_only_it_is_seen(url, sources):
+    backend = open_endpoint(url, settings=Settings(graphs=[MOVIES], sparql_tool=True))
+    assert backend.graph_plan.graphs == (MOVIES,)
+    (film, person, relations, walked, absent, total, graphs, other), stats = call_all(backend, [
+        ("find_entities", {"name": FILM_NAME, "limit": 3}),
+        ("find_entities", {"name": PERSON_NAME, "limit": 3}),
+        ("get_relations", {"entity": FILM}),
+        ("follow", {"entity": FILM, "path": ["directed_by"]}),
+        ("search", {"entity": PERSON}),
+        ("sparql", {"query": "SELECT (COUNT(*) AS ?n) WHERE { SELECT ?s WHERE { ?s ?p ?o } LIMIT 100000 }"}),
+        ("sparql", {"query": "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"}),
+        ("sparql", {"query": f"SELECT ?s WHERE {{ GRAPH <{PEOPLE}> {{ ?s ?p ?o }} }} LIMIT 5"}),
+    ])
+    assert f"| {FILM} | {FILM_NAME} |" in film.content[0].text
+    assert PERSON not in person.content[0].text and "no entity has this name" in person.content[0].text
+    assert "| directed_by |" in relations.content[0].text and "| parents |" not in relations.content[0].text
+    assert DIRECTOR in walked.content[0].text
+    assert absent.is_error and "not in the KG" in absent.content[0].text
+    movies = sources["triples"][MOVIES]
+    assert f"| {movies} |" in total.content[0].text  # a count with a subquery
+    assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text  # GRAPH ?g sees the chosen graph
+    assert not other.is_error and "kg:" not in other.content[0].text  # GRAPH <other> reads nothing
+    assert stats["triples"] == movies  # the kg://stats resource counts the chosen graph
+    assert stats["graphs"] == f"the graphs chosen with --graph: {MOVIES}"
+    backend.close()
+
+
+def test_the_other_graph_chosen_the_first_is_not_seen(url, sources):
+    backend = open_endpoint(url, settings=Settings(graphs=[PEOPLE]))
+    (person, film, walked), stats = call_all(backend, [
+        ("find_entities", {"name": PERSON_NAME, "limit": 3}),
+        ("find_entities", {"name": "Bloom", "limit": 3}),  # Virtuoso answers with bif:contains
+        ("follow", {"entity": FILM, "path": ["directed_by"]}),
+    ])
+    assert f"| {PERSON} |" in person.content[0].text
+    assert FILM not in film.content[0].text
+    assert walked.is_error and DIRECTOR not in walked.content[0].text
+    assert stats["triples"] == sources["triples"][PEOPLE]
+    backend.close()
+
+
+def test_both_graphs_chosen_read_together(url, sources):
+    backend = open_endpoint(url, settings=Settings(graphs=[MOVIES, PEOPLE]))
+    (film, person), stats = call_all(backend, [
+        ("find_entities", {"name": FILM_NAME, "limit": 3}),
+        ("find_entities", {"name": PERSON_NAME, "limit": 3}),
+    ])
+    assert f"| {FILM} |" in film.content[0].text and f"| {PERSON} |" in person.content[0].text
+    assert stats["triples"] == sum(sources["triples"].values())
+    backend.close()
+
+
+def test_an_unknown_graph_is_refused_at_start_naming_those_there(url):
+    with pytest.raises(ConfigError) as refused:
+        open_endpoint(url, settings=Settings(graphs=["http://example.org/graph/typo"]))
+    message = refused.value.args[0]
+    assert "http://example.org/graph/typo" in message and MOVIES in message and PEOPLE in message
+
+
+def test_oxigraph_named_graphs_alone_are_read_without_graph(oxigraph_url, sources):
+    # `oxigraph serve` keeps its default graph apart from the named graphs: with the default graph
+    # empty, the named graphs are what the endpoint holds, so they are read.
+    backend = open_endpoint(oxigraph_url, settings=Settings())
+    assert set(backend.graph_plan.graphs) == {MOVIES, PEOPLE}
+    assert backend.stats().triples == sum(sources["triples"].values())
+    assert backend.vocab.prefixes.get("kg") == "http://kg-mcp.local/entity/"
+    backend.close()
+
+
+def test_graph_option_and_info_listing(oxigraph_url, sources):
+    shown = CliRunner().invoke(main, ["info", "--sparql", oxigraph_url, "--graph", PEOPLE])
+    assert shown.exit_code == 0, shown.output
+    assert f"triples: {sources['triples'][PEOPLE]:,}" in shown.output
+    assert f"{sources['triples'][PEOPLE]:,}  {PEOPLE}  (read)" in shown.output and MOVIES not in shown.output
+    everything = CliRunner().invoke(main, ["info", "--sparql", oxigraph_url])
+    assert f"{sources['triples'][MOVIES]:,}  {MOVIES}  (read)" in everything.output
+    refused = CliRunner().invoke(main, ["info", "--sparql", oxigraph_url, "--graph", "movies"])
+    assert refused.exit_code != 0 and "is not a graph IRI" in refused.output
+
+
+def test_graphs_from_the_environment_the_command_line_and_config(monkeypatch, tmp_path):
+    monkeypatch.setenv("KG_MCP_GRAPHS", f"{MOVIES}, {PEOPLE}")  # as a bundle passes its option
+    assert Settings().graphs == [MOVIES, PEOPLE]
+    monkeypatch.setenv("KG_MCP_GRAPHS", "")
+    assert Settings().graphs == []
+    monkeypatch.setenv("KG_MCP_GRAPHS", "movies")
+    bad = CliRunner().invoke(main, ["info", "--sparql", "http://127.0.0.1:9/sparql"])
+    assert bad.exit_code != 0 and "KG_MCP_GRAPHS: 'movies' is not a graph IRI" in bad.output
+    monkeypatch.delenv("KG_MCP_GRAPHS")
+    on_a_store = CliRunner().invoke(main, ["info", "--store", str(tmp_path / "none"), "--graph", MOVIES])
+    assert on_a_store.exit_code != 0 and "picks graphs of a SPARQL endpoint" in on_a_store.output
+    snippet = CliRunner().invoke(main, ["config", "cursor", "--sparql", "http://127.0.0.1:9/sparql", "--graph", MOVIES])
+    assert json.loads(snippet.stdout)["mcpServers"]["kg-mcp"]["args"][-2:] == ["--graph", MOVIES]
+
+
+def test_the_bundle_option_reaches_the_server(oxigraph_url, sources):
+    from test_bundle import host_env, served
+
+    _, stats = anyio.run(served, host_env({"sparql_url": oxigraph_url, "graphs": f"{PEOPLE} "}))
+    assert stats["graphs"] == f"the graphs chosen with --graph: {PEOPLE}"
+    assert stats["triples"] == sources["triples"][PEOPLE]
