@@ -22,7 +22,7 @@ LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
 # A football KG as one was served: labels spelled like ids, one alias.
 PLAYERS = {
-    "Lucas_BIGLIA": ["Lucas_Biglia_alias_none"],
+    "Lucas_BIGLIA": [],
     "Lionel_MESSI": ["La Pulga"],
     "Angel_DI_MARIA": [],
     "Sergio_AGUERO": ["Kun Aguero"],
@@ -30,19 +30,37 @@ PLAYERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def football(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("football")
+FOOTBALL, CYCLING = "http://example.org/graph/football", "http://example.org/graph/cycling"
+
+
+def football_lines() -> list[str]:
     lines = []
     for i, (label, aliases) in enumerate(PLAYERS.items()):
         player = f"<{EX}{label}>"
         lines.append(f'{player} <{LABEL}> "{label}" .')
-        lines += [f'{player} <{ALT}> "{alias}"@en .' for alias in aliases if "none" not in alias]
+        lines += [f'{player} <{ALT}> "{alias}"@en .' for alias in aliases]
         lines.append(f"{player} <{EX}plays_for> <{EX}Argentina> .")
         lines += [f"{player} <{EX}teammate> <{EX}{other}> ." for other in list(PLAYERS)[:i]]
     lines.append(f'<{EX}Argentina> <{LABEL}> "Argentina" .')
+    return lines
+
+
+@pytest.fixture(scope="module")
+def two_graphs(tmp_path_factory):
+    """The football KG in one named graph of `oxigraph serve`, a namesake cyclist in another."""
+    folder = tmp_path_factory.mktemp("two-graphs")
+    (folder / "football.nt").write_text("\n".join(football_lines()) + "\n", encoding="utf-8")
+    (folder / "cycling.nt").write_text(f'<http://cycling.example/Biglia> <{LABEL}> "Lucas Biglia (cyclist)" .\n')
+    serving = _oxigraph_serve(folder / "store", None, {FOOTBALL: folder / "football.nt", CYCLING: folder / "cycling.nt"})
+    yield next(serving)
+    serving.close()
+
+
+@pytest.fixture(scope="module")
+def football(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("football")
     source = folder / "football.nt"
-    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    source.write_text("\n".join(football_lines()) + "\n", encoding="utf-8")
     serving = _oxigraph_serve(folder / "store", source)
     yield next(serving)
     serving.close()
@@ -174,3 +192,26 @@ def test_kg_mcp_index_builds_an_endpoints_index_once(football, tmp_path):
     forced = kg_mcp("index", "--sparql", football, "--rebuild", env=env)
     assert "8 labels and aliases of 6 entities" in ok(forced) + forced.stderr
     assert "Give one of --store DIR or --sparql URL" in failed(kg_mcp("index", env=env))
+
+
+def test_each_graph_gets_its_own_index(two_graphs):
+    found = {}
+    for graph in (FOOTBALL, CYCLING):
+        backend, _ = built(two_graphs, Settings(graphs=[graph]))
+        try:
+            out = find_entities(backend, Settings(), "Biglia", 5)
+            assert out.data.method.startswith("name index (built "), out.data.method
+            found[graph] = [e.label for e in out.data.entities]
+            assert read_index_meta(endpoint_index_path(two_graphs, [graph]))["graphs"] == [graph]
+        finally:
+            backend.close()
+    assert found == {FOOTBALL: ["Lucas_BIGLIA"], CYCLING: ["Lucas Biglia (cyclist)"]}
+    assert endpoint_index_path(two_graphs, [FOOTBALL]) != endpoint_index_path(two_graphs, [CYCLING])
+
+
+def test_kg_mcp_index_reads_the_graph_given(two_graphs, tmp_path):
+    env = {**os.environ, "KG_MCP_CACHE": str(tmp_path)}
+    built_one = kg_mcp("index", "--sparql", two_graphs, "--graph", CYCLING, env=env)
+    assert "1 labels and aliases of 1 entities" in ok(built_one) + built_one.stderr
+    assert read_index_meta(tmp_path / "names" / endpoint_index_path(two_graphs, [CYCLING]).name)["graphs"] == [CYCLING]
+    assert "--graph" in failed(kg_mcp("index", "--sparql", two_graphs, "--graph", "not an iri", env=env))
