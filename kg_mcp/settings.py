@@ -44,7 +44,7 @@ class Settings(BaseSettings):
         "built from its labels and cached); off: label queries",
     )
     endpoint_index_max_labels: int = Field(
-        2_000_000, ge=0, description="an endpoint without text search gets its name index at start up to this many labels"
+        2_000_000, ge=0, description="an endpoint without text search gets a name index (built after its first lookup) up to this many labels"
     )
     name_index_max_age_days: float = Field(
         7.0, gt=0, description="an endpoint's cached name index is rebuilt (or, if kg-mcp index built it, flagged) past this age"

@@ -4,16 +4,18 @@ labels (kg_mcp.backends.endpoint_names), its cache and rebuild rules, and `kg-mc
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 
 import pytest
 from conftest import _oxigraph_serve
 from test_cli import failed, kg_mcp, ok
 
-from kg_mcp.backends import open_endpoint
+from kg_mcp.backends import open_endpoint, open_store
 from kg_mcp.backends.endpoint_names import build_endpoint_index, endpoint_index_path
 from kg_mcp.errors import EndpointError
-from kg_mcp.names import read_index_meta
+from kg_mcp.loading import load_sources
+from kg_mcp.names import NameIndex, index_path, read_index_meta
 from kg_mcp.settings import Settings
 from kg_mcp.tools import find_entities
 
@@ -215,3 +217,35 @@ def test_kg_mcp_index_reads_the_graph_given(two_graphs, tmp_path):
     assert "1 labels and aliases of 1 entities" in ok(built_one) + built_one.stderr
     assert read_index_meta(tmp_path / "names" / endpoint_index_path(two_graphs, [CYCLING]).name)["graphs"] == [CYCLING]
     assert "--graph" in failed(kg_mcp("index", "--sparql", two_graphs, "--graph", "not an iri", env=env))
+
+
+def test_an_index_without_degrees_is_still_read(indexed, football, tmp_path):
+    # Indexes written before degrees were recorded have no such column: lookups count degrees as before.
+    old = tmp_path / "old.sqlite"
+    shutil.copyfile(endpoint_index_path(football, []), old)
+    with sqlite3.connect(old) as connection:
+        connection.execute("ALTER TABLE names DROP COLUMN degree")
+    index = NameIndex.open(old)
+    try:
+        matches = index.lookup("Biglia", 10)
+        assert [(m.name, m.kind, m.degree) for m in matches] == [("Lucas_BIGLIA", "words", None)]
+    finally:
+        index.close()
+
+
+def test_kg_mcp_index_records_a_stores_degrees(tmp_path):
+    source = tmp_path / "football.nt"
+    source.write_text("\n".join(football_lines()) + "\n", encoding="utf-8")
+    store = tmp_path / "store"
+    load_sources([source], store, progress=False)
+    done = kg_mcp("index", "--store", str(store), "--degrees")
+    assert "degrees recorded in" in ok(done) + done.stderr
+    with sqlite3.connect(index_path(store)) as connection:
+        degrees = dict(connection.execute("SELECT label, degree FROM names"))
+    assert degrees["Lionel_MESSI"] == 5 and degrees["Argentina"] == 5 and degrees["Lucas_BIGLIA"] == 5
+    backend = open_store(store)
+    try:
+        hit = find_entities(backend, Settings(), "Messi", 5).data.entities[0]
+        assert (hit.label, hit.degree) == ("Lionel_MESSI", 5)
+    finally:
+        backend.close()

@@ -25,7 +25,7 @@ from kg_mcp.names.fold import fold_joined_many, fold_many
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "kg-mcp-names.sqlite"
-FORMAT_VERSION = 6
+FORMAT_VERSION = 5  # an index of this version without the degree column is read as one without degrees
 _BATCH = 50_000
 
 # `names` holds one row per (folded name, entity, label-or-alias), with the entity's degree where

@@ -67,6 +67,9 @@ class NameIndex:
         self._db = connection
         self._lock = threading.Lock()  # one connection, shared by the server's worker threads
         self.where = where
+        # An index written before degrees were recorded has no such column: read as unknown.
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(names)")}
+        self._degree = "degree" if "degree" in columns else "NULL"
 
     @classmethod
     def open(cls, path: str | Path) -> NameIndex:
@@ -106,7 +109,7 @@ class NameIndex:
     def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
         # Best connected first where the index records degrees (else NULLs: the order of the rows).
         rows = self._rows(
-            "SELECT entity, label, alias, degree FROM names WHERE folded = ? ORDER BY degree DESC, id LIMIT ?",
+            f"SELECT entity, label, alias, {self._degree} FROM names WHERE folded = ? ORDER BY {self._degree} DESC, id LIMIT ?",
             (folded, pool * 4),
         )
         return [
@@ -151,7 +154,7 @@ class NameIndex:
         # words' rowids, so only the names kept are read, however many share a common word. Two
         # rows per name kept, as an entity may match by its label and an alias.
         rows = self._rows(
-            "SELECT n.entity, n.label, n.folded, n.degree FROM "
+            f"SELECT n.entity, n.label, n.folded, {'n.degree' if self._degree == 'degree' else 'NULL'} FROM "
             "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) AS m "
             f"JOIN names n ON n.id = m.rowid & {_NAME_ID} ORDER BY m.rowid",
             (query, pool * 2),
