@@ -249,3 +249,14 @@ def test_kg_mcp_index_records_a_stores_degrees(tmp_path):
         assert (hit.label, hit.degree) == ("Lionel_MESSI", 5)
     finally:
         backend.close()
+
+
+def test_labels_read_page_by_page_make_the_same_index(indexed, football, tmp_path):
+    # Pages of 1 row, then 2, 4 (answered quickly): every label read once, the last page empty.
+    paged = build_endpoint_index(indexed._solutions, tmp_path / "paged.sqlite", url=football, graphs=[],
+                                 profile=indexed.profile, languages=["en"], degree_cap=100, progress=False, page=1)
+    whole = read_index_meta(endpoint_index_path(football, []))
+    assert paged.labels == whole["labels"] == 8 and paged.entities == 6
+    with sqlite3.connect(tmp_path / "paged.sqlite") as a, sqlite3.connect(endpoint_index_path(football, [])) as b:
+        rows = "SELECT entity, label, alias, degree FROM names ORDER BY 1, 2"
+        assert a.execute(rows).fetchall() == b.execute(rows).fetchall()
