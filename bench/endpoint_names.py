@@ -129,7 +129,7 @@ def virtuoso_rows(work: Path, nt: Path, evaluate) -> None:
     graph = "http://example.org/graph/metaqa"
     shutil.rmtree(work / "virtuoso", ignore_errors=True)
     (work / "virtuoso").mkdir()
-    server = Virtuoso(work / "virtuoso", sql_port=free_port(), http_port=free_port()).start()
+    server = Virtuoso((work / "virtuoso").resolve(), sql_port=free_port(), http_port=free_port()).start()
     try:
         server.load(nt, graph)
         settings = Settings(graphs=[graph])
