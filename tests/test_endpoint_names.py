@@ -7,8 +7,10 @@ import os
 import shutil
 import sqlite3
 
+import anyio
 import pytest
 from conftest import _oxigraph_serve
+from mcp import Client
 from test_cli import failed, kg_mcp, ok
 
 from kg_mcp.backends import open_endpoint, open_store
@@ -16,6 +18,7 @@ from kg_mcp.backends.endpoint_names import build_endpoint_index, endpoint_index_
 from kg_mcp.errors import EndpointError
 from kg_mcp.loading import load_sources
 from kg_mcp.names import NameIndex, index_path, read_index_meta
+from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from kg_mcp.tools import find_entities
 
@@ -260,3 +263,22 @@ def test_labels_read_page_by_page_make_the_same_index(indexed, football, tmp_pat
     with sqlite3.connect(tmp_path / "paged.sqlite") as a, sqlite3.connect(endpoint_index_path(football, [])) as b:
         rows = "SELECT entity, label, alias, degree FROM names ORDER BY 1, 2"
         assert a.execute(rows).fetchall() == b.execute(rows).fetchall()
+
+
+def test_through_the_mcp_server_the_first_call_starts_the_build(football, monkeypatch, tmp_path):
+    monkeypatch.setenv("KG_MCP_CACHE", str(tmp_path))
+    backend = open_endpoint(football, settings=Settings())
+
+    async def lookups():
+        async with Client(build_server(backend, backend.settings)) as client:
+            before = await client.call_tool("find_entities", {"name": "Biglia"})
+            await anyio.to_thread.run_sync(backend.names.wait, 60)
+            after = await client.call_tool("find_entities", {"name": "Biglia"})
+            return before.structured_content, after.structured_content
+
+    try:
+        before, after = anyio.run(lookups)
+    finally:
+        backend.close()
+    assert before["entities"] == [] and "is being built" in before["method"]
+    assert after["method"].startswith("name index (built just now") and after["entities"][0]["label"] == "Lucas_BIGLIA"

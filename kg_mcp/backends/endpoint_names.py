@@ -297,14 +297,16 @@ class EndpointNames:
                                 "--rebuild", self.url, settings.name_index_max_age_days, self.url)
                 self.current = open_index(self.path)
 
-    def start(self) -> None:
-        """Build the index in the background, once (called when the engine turned out to have no text search)."""
+    def start(self) -> str:
+        """Build the index in the background, once (called when the engine turned out to have no text
+        search); returns what the lookup answering meanwhile says about it (see `status`)."""
         with self._lock:
             if self.current is not None or self._thread is not None:
-                return
+                return self.status()
             self.note = "the name index from the endpoint's labels is being built"
             self._thread = threading.Thread(target=self._build, name="kg-mcp-endpoint-names", daemon=True)
             self._thread.start()
+            return self.note
 
     def status(self) -> str:
         """What a lookup without the index says about it ('' when there is nothing to say)."""
@@ -342,6 +344,10 @@ class EndpointNames:
         except BuildStopped:
             self.note = "the name index build was stopped"
         except (EndpointError, OSError, sqlite3.Error) as e:
+            if fits(read_index_meta(self.path), self.url, self.graphs, profile, settings.languages):
+                self.current, self.note = open_index(self.path), ""  # the previous one, past its age
+                log.warning("cannot rebuild the name index of %s (%s): the previous one is used", self.url, e)
+                return
             self.note = "the name index could not be built"
             log.warning("cannot build the name index of %s (%s): find_entities uses label queries", self.url, e)
 

@@ -110,9 +110,8 @@ class RemoteBackend(SparqlBackend):
             return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
         if engine == "labels" and self.names is not None:
-            self.names.start()  # in the background: label queries answer until it is built
+            note = self.names.start()  # in the background: label queries answer until it is built
             method, matches = self._engine_matches(engine, name, limit)
-            note = self.names.status()
             return (f"{method}; {note}" if note else method), matches
         return self._engine_matches(engine, name, limit)
 
