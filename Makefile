@@ -3,6 +3,7 @@
 #   make test    install with the test extras, then run the whole test suite on two workers (pytest-xdist)
 #                (5-6 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
 #   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
+#   make docs    build the documentation site strictly into site/ (a broken link or a missing page fails)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
 
-.PHONY: serve test test-packaging install install-test
+.PHONY: serve test test-packaging install install-test install-docs docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +22,7 @@ install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 
 install-test: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
 	@# the evaluation report is checked in a real headless browser (tests/test_eval_e2e.py)
 	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
@@ -45,3 +46,10 @@ test: install-test
 
 test-packaging: install-test
 	$(BIN)/python -m pytest -q tests/packaging $(ARGS)
+
+# The site's tool outputs are made from the demo KG while it builds (docs/hooks/), so it needs the package.
+install-docs: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+
+docs: install-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -1,1 +1,1 @@
-"""kg-mcp's benchmark suite: `python -m bench [--quick]` (see README, Performance)."""
+"""kg-mcp's benchmark suite: `python -m bench [--quick]` (see docs/performance.md)."""

@@ -1,6 +1,6 @@
 """Run the benchmark suite and print one table: measure, ours, baseline, ratio, goal, pass.
 
-    python -m bench            full mode (the README's numbers; several minutes)
+    python -m bench            full mode (the numbers in docs/performance.md; several minutes)
     python -m bench --quick    small sizes, seconds (CI runs it)
     python -m bench --only hub,load
     python -m bench --only scale     Freebase-shaped KGs of 1M, 10M and 100M triples (an hour or more)

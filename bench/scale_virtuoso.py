@@ -1,6 +1,6 @@
 """Target 7 on an engine: the Freebase-shaped KG in a private Virtuoso, served with `--profile freebase`.
 
-One size per run (1M for a quick look, 10M for the README). The file is bulk-loaded into a
+One size per run (1M for a quick look, 10M for docs/stores/scale.md). The file is bulk-loaded into a
 Virtuoso started on loopback (bench/virtuoso.py, the tests' own setup) with buffers for millions
 of triples; its load rate is compared with pyoxigraph's `Store.bulk_load` of the same file. Then
 the scale step's tool calls (bench/scale_measures.latencies) are timed through the endpoint, each

@@ -32,8 +32,8 @@ class Settings(BaseSettings):
     )
     prefix_discovery: bool = Field(
         True,
-        description="on an endpoint, look at what it holds at start: its data graphs (leaving out the engine's own) "
-        "and prefixes for its dominant namespaces (VoID, a bounded sample)",
+        description="on an endpoint, look at what it holds at start: its data graphs (leaving out the "
+        "engine's own) and prefixes for its dominant namespaces (VoID, a bounded sample)",
     )
     schema_summary_s: float = Field(
         10.0, ge=0, description="at start, the KG summary in the server instructions takes at most this long on an endpoint (0: no summary)"

@@ -179,8 +179,8 @@ def stock_virtuoso(tmp_path_factory):
     problem = installed()
     if problem:
         pytest.fail(problem)
-    server = Virtuoso(tmp_path_factory.mktemp("stock-virtuoso"), sql_port=free_port(), http_port=free_port(), stock=True)
-    server.start()
+    root = tmp_path_factory.mktemp("stock-virtuoso")
+    server = Virtuoso(root, sql_port=free_port(), http_port=free_port(), stock=True).start()
     try:
         yield server
     finally:
@@ -188,7 +188,7 @@ def stock_virtuoso(tmp_path_factory):
 
 
 def text_kb_as_ntriples(lines: list[str], target: Path) -> Path:
-    """Plain-text triples (MetaQA's `a|r|b`, PathQuestion's tabs) as the N-Triples `kg-mcp load` makes of them."""
+    """Plain-text triples (MetaQA's `a|r|b`, PathQuestion's tabs) as N-Triples, as `kg-mcp load` reads them."""
     text = target.with_suffix(".txt")
     text.write_text("".join(line if line.endswith("\n") else line + "\n" for line in lines), encoding="utf-8")
     store = target.with_suffix(".store")

@@ -107,6 +107,42 @@ def test_r2kg_coverage_hit_rate_and_f1s():
     assert m["sample_f1"] == pytest.approx(7 / 9)
 
 
+def test_aliases_count_for_hits_exact_match_and_f1():
+    """Think-on-Graph's alias-tolerant matching (T-REx, Zero-Shot RE, QALD-10 labels): a prediction
+    naming any name of a gold answer names that answer; two names of one answer are one answer."""
+    aliases = [("Cambridge, England", "Cambridge"), ("wd:Q84", "London")]
+    cases = [
+        score("q1", ["Cambridge"], ["Cambridge, England"], abstained=False, aliases=aliases),
+        score("q2", ["cambridge", "London"], ["Cambridge, England", "wd:Q84"], abstained=False, aliases=aliases),
+        score("q3", ["Oxford", "Cambridge"], ["Cambridge, England"], abstained=False, aliases=aliases),
+        score("q4", ["Cambridge"], ["Cambridge, England"], abstained=False),  # no aliases given: a miss
+    ]
+    assert [c.hit1 for c in cases] == [True, True, False, False]
+    assert [c.exact for c in cases] == [True, True, False, False]
+    assert [(c.n_right, c.n_found, c.n_gold) for c in cases] == [(1, 1, 1), (2, 2, 2), (1, 1, 1), (0, 0, 1)]
+    assert sog_metrics(cases) == {"hits@1": 0.5, "exact_match": 0.5}
+    m = r2kg_metrics(cases)
+    assert (m["coverage"], m["hit_rate"]) == (1.0, 0.75)
+    # q3: P = 1/2, R = 1 -> F1 = 2/3; q4: 0 -> sample-wise (1 + 1 + 2/3 + 0) / 4
+    assert m["sample_f1"] == pytest.approx((2 + 2 / 3) / 4)
+
+
+def test_an_alias_group_does_not_merge_two_gold_answers():
+    # both names given as gold answers of their own still need both found for exact match
+    only_one = score("q", ["Cambridge"], ["Cambridge", "Oxford"], abstained=False, aliases=[("Cambridge", "Cantab")])
+    assert (only_one.hit1, only_one.exact, only_one.n_found, only_one.n_gold) == (True, False, 1, 2)
+
+
+def test_yes_no_accuracy_counts_abstentions_as_wrong():
+    scores = [
+        score("c1", ["yes"], ["True"], abstained=False, kind="yes_no"),
+        score("c2", ["yes"], ["False"], abstained=False, kind="yes_no"),
+        score("c3", [], ["False"], abstained=False, kind="yes_no", verdict="False"),
+        score("c4", [], ["True"], abstained=True, kind="yes_no"),
+    ]
+    assert sog_metrics(scores)["hits@1"] == 0.5 and r2kg_metrics(scores)["coverage"] == 0.75
+
+
 def test_r2kg_metrics_without_any_answer_have_no_ratio():
     m = r2kg_metrics([score("q", [], ["x"], abstained=True)])
     assert m == {"coverage": 0.0, "hit_rate": None, "micro_f1": None, "sample_f1": None}

@@ -11,6 +11,8 @@ where it has one, is looked for beside it under the usual name, or given with `k
 | pathquestion-l2h | pathquestion/PQL-2H.txt + PQL2-KB.txt | labels (alternatives) |
 | qald10 | qald10/qald_10.json (Wikidata, live) | Wikidata ids, literals, or yes/no |
 | colota-qa / colota-cv | colota/CoLoTa_qa.json, CoLoTa_cv.json (Wikidata, live) | yes/no |
+| cwq, webqsp, grailqa, simpleqa, webquestions | tog/*.json (Freebase: --sparql URL) | see tog_benchmarks |
+| qald10-en, trex, zsre, creak | tog/*.json (Wikidata, live) | see tog_benchmarks |
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Question:
     gold_relation: str | None = None  # the gold relation as the file gives it (SimpleQuestions)
     # each gold answer with the other names it may go by (T-REx, Zero-Shot RE aliases); empty: none given
     aliases: tuple[tuple[str, ...], ...] = ()
+    # a Freebase key (/en/jamaica) standing for the topic, resolved to its id at run time (WebQuestions)
+    topic_key: str | None = None
 
 
 @dataclass
@@ -60,7 +64,7 @@ class Benchmark:
     questions: list[Question]
     source: Path
     kb_files: list[Path] = field(default_factory=list)  # what `kg-mcp load` needs; empty: a live endpoint
-    endpoint: str | None = None  # "wikidata": answered over a Wikidata SPARQL endpoint
+    endpoint: str | None = None  # "wikidata": over a Wikidata endpoint; "freebase": needs --sparql URL (or a server)
     revisit_topic: bool = False  # whether gold paths may pass back through the topic entity
     citation: str = ""
 
@@ -226,6 +230,32 @@ def read_colota(path: Path) -> list[Question]:
     return out
 
 
+def _tog_reader(name: str) -> Callable[[Path], list[Question]]:
+    """A reader of tog_benchmarks, imported when first called (that module imports this one)."""
+
+    def read(path: Path) -> list[Question]:
+        from kg_mcp.agents.evaluation import tog_benchmarks
+
+        return getattr(tog_benchmarks, name)(path)
+
+    return read
+
+
+_TOG = "in Think-on-Graph's release (Sun et al., ICLR 2024)"
+TOG_SETS: dict[str, tuple[str, str, str, str]] = {  # name: (file, reader, endpoint, citation)
+    "cwq": ("tog/cwq.json", "read_cwq", "freebase", f"ComplexWebQuestions (Talmor and Berant, NAACL 2018) {_TOG}"),
+    "webqsp": ("tog/WebQSP.json", "read_webqsp", "freebase", f"WebQuestionsSP (Yih et al., ACL 2016) {_TOG}"),
+    "grailqa": ("tog/grailqa.json", "read_grailqa", "freebase", f"GrailQA (Gu et al., WWW 2021) {_TOG}"),
+    "simpleqa": ("tog/SimpleQA.json", "read_simpleqa", "freebase", f"SimpleQuestions (Bordes et al., 2015) {_TOG}"),
+    "webquestions": (
+        "tog/WebQuestions.json", "read_webquestions", "freebase", f"WebQuestions (Berant et al., EMNLP 2013) {_TOG}"
+    ),
+    "qald10-en": ("tog/qald_10-en.json", "read_qald10_en", "wikidata", f"QALD-10 English (Usbeck et al. 2023) {_TOG}"),
+    "trex": ("tog/T-REX.json", "read_trex", "wikidata", f"T-REx (Elsahar et al., LREC 2018) {_TOG}"),
+    "zsre": ("tog/Zero_Shot_RE.json", "read_zsre", "wikidata", f"Zero-Shot RE (Levy et al., CoNLL 2017) {_TOG}"),
+    "creak": ("tog/creak.json", "read_creak", "wikidata", f"Creak (Onoe et al., NeurIPS 2021) {_TOG}"),
+}
+
 _METAQA = "MetaQA (Zhang et al., AAAI 2018)"
 _PQ = "PathQuestion (Zhou et al., COLING 2018)"
 SPECS: dict[str, _Spec] = {
@@ -249,6 +279,10 @@ SPECS: dict[str, _Spec] = {
     "colota-cv": _Spec(
         "colota/CoLoTa_cv.json", (), read_colota, endpoint="wikidata", citation="CoLoTa (Toroghi et al., 2025)"
     ),
+    **{
+        name: _Spec(file, (), _tog_reader(reader), endpoint=endpoint, citation=citation)
+        for name, (file, reader, endpoint, citation) in TOG_SETS.items()
+    },
 }
 NAMES: tuple[str, ...] = tuple(SPECS)
 WITH_GOLD_PATHS: tuple[str, ...] = tuple(n for n in NAMES if n.startswith(("metaqa", "pathquestion")))
@@ -284,6 +318,26 @@ def load_benchmark(name: str, data: str | Path | None = None, kb: list[Path] | N
         revisit_topic=spec.revisit_topic,
         citation=spec.citation,
     )
+
+
+def describe(bench: Benchmark, questions: list[Question]) -> str:
+    """What `eval --dry-run` prints: the count, and what the questions carry.
+
+    The KG a benchmark needs is named too (Freebase sets need the user's endpoint)."""
+    counts = {
+        "with a gold query": sum(q.gold_query is not None for q in questions),
+        "with a gold relation": sum(q.gold_relation is not None for q in questions),
+        "with answer aliases": sum(bool(q.aliases) for q in questions),
+        "yes/no": sum(q.kind == "yes_no" for q in questions),
+        "topic from a Freebase key (resolved at run time)": sum(q.topic_key is not None for q in questions),
+        "without topic entities": sum(not q.topics and q.topic_key is None for q in questions),
+        "topics to look up by name": sum(any(v is None for v in q.topics.values()) for q in questions),
+        "without a gold answer": sum(not q.answers for q in questions),
+    }
+    kg = {"freebase": "Freebase (--sparql URL)", "wikidata": "Wikidata (--wikidata)"}.get(bench.endpoint or "", "its KB")
+    lines = [f"{bench.name}: {len(questions):,} questions from {bench.source}; KG: {kg}"]
+    lines += [f"  {n:,} {what}" for what, n in counts.items() if n]
+    return "\n".join(lines)
 
 
 def unique_ids(questions: list[Question], source: Path) -> list[Question]:

@@ -112,12 +112,41 @@ def matches(predicted: str, gold: str, labels: Mapping[str, str] | None = None) 
     return bool(p_ids & g_ids) or bool(p_texts & g_texts)
 
 
-def matched(predicted: Iterable[str], gold: Iterable[str], labels: Mapping[str, str] | None = None) -> tuple[int, int]:
-    """(predicted answers that match some gold answer, gold answers matched by some prediction)."""
-    predicted, gold = list(dict.fromkeys(predicted)), list(dict.fromkeys(gold))
-    right = sum(any(matches(p, g, labels) for g in gold) for p in predicted)
-    found = sum(any(matches(p, g, labels) for p in predicted) for g in gold)
+def matched(
+    predicted: Iterable[str],
+    gold: Iterable[str],
+    labels: Mapping[str, str] | None = None,
+    aliases: Iterable[Iterable[str]] = (),
+) -> tuple[int, int]:
+    """(predicted answers that match some gold answer, gold answers matched by some prediction).
+
+    With `aliases` (each gold answer with its other names), a prediction matches a gold answer when
+    it matches any of its names, as Think-on-Graph and Search-on-Graph score T-REx and Zero-Shot RE.
+    """
+    predicted = list(dict.fromkeys(predicted))
+    groups = gold_groups(gold, aliases)
+    right = sum(any(matches_any(p, g, labels) for g in groups) for p in predicted)
+    found = sum(any(matches_any(p, g, labels) for p in predicted) for g in groups)
     return right, found
+
+
+def gold_groups(gold: Iterable[str], aliases: Iterable[Iterable[str]] = ()) -> list[tuple[str, ...]]:
+    """Each distinct gold answer with every name an alias group that contains it gives.
+
+    >>> gold_groups(["heavy metal", "jazz"], [["heavy metal", "metal"]])
+    [('heavy metal', 'metal'), ('jazz',)]
+    """
+    groups = [tuple(dict.fromkeys(a)) for a in aliases]
+    out = []
+    for answer in dict.fromkeys(gold):
+        names = [answer] + [n for group in groups if answer in group for n in group]
+        out.append(tuple(dict.fromkeys(names)))
+    return out
+
+
+def matches_any(predicted: str, names: Iterable[str], labels: Mapping[str, str] | None = None) -> bool:
+    """Whether `predicted` names any of `names` (one gold answer's names)."""
+    return any(matches(predicted, name, labels) for name in names)
 
 
 def answer_key(answers: Iterable[str]) -> frozenset[str]:

@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kg_mcp.agents.evaluation.matching import answer_key, matched, matches, yes_no
+from kg_mcp.agents.evaluation.matching import answer_key, gold_groups, matched, matches_any, yes_no
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,10 @@ def score(
     labels: Mapping[str, str] | None = None,
     repeat: int = 0,
     hops: int | None = None,
+    aliases: Sequence[Sequence[str]] = (),
 ) -> Score:
-    """One answer scored against its gold answers (`kind` "yes_no": gold is ["True"] or ["False"])."""
+    """One answer scored against its gold answers (`kind` "yes_no": gold is ["True"] or ["False"]).
+    `aliases`: gold answers with their other names; a prediction naming any of them names the answer."""
     if kind == "yes_no":
         value = None if abstained else yes_no(list(predicted), verdict)
         right = value is not None and bool(gold) and value == gold[0]
@@ -79,13 +81,14 @@ def score(
             int(right), str(value), hops,
         )
     predicted = [] if abstained else list(dict.fromkeys(predicted))
-    n_right, n_found = matched(predicted, gold, labels)
-    hit1 = bool(predicted) and any(matches(predicted[0], g, labels) for g in gold)
-    exact = bool(predicted) and n_right == len(predicted) and n_found == len(set(gold))
+    groups = gold_groups(gold, aliases)
+    n_right, n_found = matched(predicted, gold, labels, aliases)
+    hit1 = bool(predicted) and any(matches_any(predicted[0], g, labels) for g in groups)
+    exact = bool(predicted) and n_right == len(predicted) and n_found == len(groups)
     gave = bool(predicted)
     outcome = "abstained" if not gave else ("correct" if n_right else "wrong")
     return Score(
-        question_id, repeat, not gave, hit1, exact, n_right > 0, len(predicted), n_right, len(set(gold)),
+        question_id, repeat, not gave, hit1, exact, n_right > 0, len(predicted), n_right, len(groups),
         n_found, outcome, hops,
     )
 

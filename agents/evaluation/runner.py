@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,21 @@ async def gold_labels(kg: KGClient, question: Question) -> dict[str, str]:
     return labels
 
 
-def make_record(plan: EvalPlan, question: Question, repeat: int, result: AgentResult, labels: dict[str, str], trace: Path) -> dict[str, Any]:
+async def with_topic(plan: EvalPlan, kg: KGClient, question: Question) -> tuple[Question, str | None]:
+    """The question with its topic resolved from its Freebase key (WebQuestions), and how it was
+    resolved ("key", "name", "unresolved"); other questions as they are, with None."""
+    if not question.topic_key:
+        return question, None
+    from kg_mcp.agents.evaluation.topic_keys import resolve_topic_key
+
+    topics, method = await resolve_topic_key(kg, question.topic_key, plan.kg.backend)
+    return replace(question, topics={**question.topics, **topics}), method
+
+
+def make_record(
+    plan: EvalPlan, question: Question, repeat: int, result: AgentResult, labels: dict[str, str], trace: Path,
+    topic_resolution: str | None = None,
+) -> dict[str, Any]:
     usage = {role: asdict(u) for role, u in result.usage.items()}
     verdict = result.extra.get("verdict") if result.extra.get("verdict") in VERDICTS else None
     scored = score(
@@ -147,6 +161,7 @@ def make_record(plan: EvalPlan, question: Question, repeat: int, result: AgentRe
         labels=labels,
         repeat=repeat,
         hops=question.hops,
+        aliases=question.aliases,
     )
     return {
         "benchmark": plan.benchmark.name,
@@ -158,6 +173,9 @@ def make_record(plan: EvalPlan, question: Question, repeat: int, result: AgentRe
         "qtype": question.qtype,
         "gold": list(question.answers),
         "gold_labels": labels,
+        **({"gold_aliases": [list(a) for a in question.aliases]} if question.aliases else {}),
+        "topics": question.topics,
+        **({"topic_key": question.topic_key, "topic_resolution": topic_resolution} if question.topic_key else {}),
         "agent": plan.agent,
         "model": plan.model,
         "supervisor": plan.supervisor,
@@ -208,6 +226,7 @@ async def run_eval(
                 question, repeat = queue.get_nowait()
                 trace_file = folder.trace_path(question.id, repeat)
                 try:
+                    question, resolution = await with_topic(plan, kg, question)
                     result = await answer(plan, kg, question, model, supervisor, Trace(trace_file))
                     labels = await gold_labels(kg, question)
                 except Exception as e:  # noqa: BLE001 - one failed answer must not end a long run
@@ -219,7 +238,7 @@ async def run_eval(
                     })
                     gave_up = gave_up or (counts["failed"] >= GIVE_UP_AFTER and counts["done"] == 0)
                 else:
-                    record = make_record(plan, question, repeat, result, labels, trace_file)
+                    record = make_record(plan, question, repeat, result, labels, trace_file, resolution)
                     folder.append(record)
                     counts["done"] += 1
                     counts["correct"] += bool(record["correct"])

@@ -108,7 +108,9 @@ def choose_kg(
     progress: bool = True,
 ) -> KGTarget:
     """The KG named by the user (an MCP server URL or command, a store, an endpoint, Wikidata), else the
-    benchmark's own: its KB's store (built if needed), or Wikidata for QALD-10 and CoLoTa."""
+    benchmark's own: its KB's store (built if needed), or Wikidata for QALD-10, CoLoTa and the Wikidata
+    sets of Think-on-Graph's release. Freebase sets need the user's endpoint (read with the freebase
+    profile unless --profile says otherwise)."""
     from kg_mcp.backends import open_backend
 
     if sum(bool(x) for x in (store, sparql, wikidata, command, url)) > 1:
@@ -117,6 +119,18 @@ def choose_kg(
         return KGTarget(url=url, token=token)
     if command:
         return KGTarget(command=command)
+    if benchmark.endpoint == "freebase":
+        if wikidata:
+            raise ConfigError(
+                f"{benchmark.name} is a Freebase benchmark: give a Freebase endpoint with --sparql URL, not --wikidata."
+            )
+        if not (store or sparql):
+            raise ConfigError(
+                f"{benchmark.name} runs over Freebase, which kg-mcp does not download: give a Freebase SPARQL endpoint "
+                "with --sparql URL (e.g. Virtuoso at http://localhost:8890/sparql), a store with --store, or a server "
+                "with --url or --server-cmd."
+            )
+        profile = profile or "freebase"
     if not (store or sparql or wikidata):
         if benchmark.kb_files:
             store = ensure_store(benchmark, cache_dir, build=build, progress=progress)

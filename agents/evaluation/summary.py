@@ -7,6 +7,7 @@ applies to old runs too). Strict self-consistency and reliability need repeats (
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from kg_mcp.agents.evaluation.metrics import (
     score,
     sog_metrics,
 )
+from kg_mcp.agents.evaluation.papers import against_papers
 from kg_mcp.agents.evaluation.prices import price_of
 from kg_mcp.agents.evaluation.rundir import RunDir
 
@@ -56,6 +58,7 @@ def rescore(record: dict[str, Any]) -> Score:
         labels=record.get("gold_labels") or {},
         repeat=int(record.get("repeat", 0)),
         hops=record.get("hops"),
+        aliases=record.get("gold_aliases") or (),
     )
 
 
@@ -111,9 +114,14 @@ def summarise(run: RunData) -> dict[str, Any]:
         "by_hops": by_hops(scores),
         "unpriced": sorted({m for m in (run.manifest.get("model"), run.manifest.get("supervisor")) if m and price_of(m) is None}),
     }
+    if records and all(r.get("kind") == "yes_no" for r in records):
+        out["accuracy"] = out["hits@1"]  # a true/false claim's Hits@1 is its accuracy (Creak)
+    resolved = Counter(r["topic_resolution"] for r in records if r.get("topic_resolution"))
+    out["topic_resolution"] = dict(resolved)
     if len(repeats) > 1:
         sc = r2kg_metrics(_consistent_scores(records))
         out.update({f"sc_{k}": v for k, v in sc.items()})
+    out["papers"] = against_papers(out)
     return out
 
 
@@ -124,6 +132,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("errors", "failed runs (retried on resume)", "int"),
     ("hits@1", "SoG Hits@1", "pct"),
     ("exact_match", "SoG exact match", "pct"),
+    ("accuracy", "accuracy (true/false claims)", "pct"),
     ("coverage", "R2-KG coverage", "pct"),
     ("hit_rate", "R2-KG hit rate (answered)", "pct"),
     ("micro_f1", "R2-KG micro-F1 (answered)", "pct"),
@@ -158,6 +167,15 @@ def fmt(value: Any, kind: str) -> str:
     return f"{value:.3f}"
 
 
+def paper_lines(summary: dict[str, Any]) -> list[str]:
+    """The published figures on the run's benchmark beside the run's own, one line each."""
+    return [
+        f"{p['paper']}, {p['table']}, {p['model']}: {p['metric']} {fmt(p['paper_value'], 'pct')}; "
+        f"this run {fmt(p['ours'], 'pct')}"
+        for p in summary.get("papers") or []
+    ]
+
+
 def table(summaries: list[dict[str, Any]]) -> str:
     """Runs side by side: one column per run, one row per metric (rows no run has are left out)."""
     rows = [("", *[f"[{i + 1}]" for i in range(len(summaries))])]
@@ -169,6 +187,11 @@ def table(summaries: list[dict[str, Any]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines += [f"[{i + 1}] {s['label']}  ({s['path']})" for i, s in enumerate(summaries)]
+    for i, s in enumerate(summaries):
+        lines += [f"[{i + 1}] against {line}" for line in paper_lines(s)]
+        if s.get("topic_resolution"):
+            found = ", ".join(f"{n} by {how}" for how, n in sorted(s["topic_resolution"].items()))
+            lines.append(f"[{i + 1}] topics from Freebase keys: {found}")
     unpriced = sorted({m for s in summaries for m in s["unpriced"]})
     if unpriced:
         lines.append(f"cost: no price known for {', '.join(unpriced)}: tokens only (prices in agents/evaluation/prices.py)")

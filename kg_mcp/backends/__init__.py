@@ -101,15 +101,18 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
     settings = settings or Settings()
     probe = RemoteBackend(url, GENERIC, Vocabulary(GENERIC), settings)
     try:
-        # Which graphs every query reads (kg_mcp.backends.named_graphs): the chosen ones, or the data graphs.
-        # With discovery off nothing is asked at start: chosen graphs are read unchecked, else the default graph.
+        # Which graphs every query reads (kg_mcp.backends.named_graphs): the chosen ones, or the data
+        # graphs. With discovery off nothing is asked at start: chosen graphs are read unchecked,
+        # else the default graph.
         look = settings.prefix_discovery
-        plan = GraphPlan(tuple(settings.graphs), tuple(settings.graphs), CHOSEN) if settings.graphs else GraphPlan()
-        if look:
+        chosen_graphs = tuple(settings.graphs)
+        plan = GraphPlan(chosen_graphs, chosen_graphs, CHOSEN) if chosen_graphs else GraphPlan()
+        # Wikidata's query service is a triple store (Blazegraph in triples mode): no graphs to list.
+        if look and (settings.graphs or profile != "wikidata"):
             try:
-                plan = plan_graphs(url, settings.graphs, probe._solutions, probe._boolean, lambda: probe.http.engine)
+                plan = plan_graphs(url, chosen_graphs, probe._solutions, probe._boolean, lambda: probe.http.engine)
             except EndpointError as e:  # discovery only shortens output: it must never stop a start
-                log.warning("could not look at the endpoint's graphs (%s); reading it as it answers", e.message)
+                log.warning("could not list the endpoint's graphs (%s); reading it as it answers", e.message)
                 look = False
         probe.http.graphs = plan.graphs
         chosen = get_profile(profile) if profile else _detect(probe._boolean)

@@ -119,7 +119,9 @@ class SparqlHttp:
         """The endpoint's answer to `query`, within the deadline, retried where retrying can help."""
         return self.fetch_with_headers(query)[0]
 
-    def fetch_with_headers(self, query: str, graphs: tuple[str, ...] | None = None) -> tuple[bytes, dict[str, str]]:
+    def fetch_with_headers(
+        self, query: str, graphs: tuple[str, ...] | None = None
+    ) -> tuple[bytes, dict[str, str]]:
         """`fetch`, with the answer's headers (engines flag cut and partial answers there).
 
         `graphs` replaces the dataset for this query (an empty tuple: the endpoint as it answers)."""

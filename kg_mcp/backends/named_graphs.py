@@ -128,7 +128,9 @@ class GraphPlan:
         return tuple(g for g in self.listed if not engine_of_graph(g))
 
 
-def list_graphs(solutions: Callable[[str], Iterable], engine: Callable[[], str | None] = lambda: None) -> list[str]:
+def list_graphs(
+    solutions: Callable[[str], Iterable], engine: Callable[[], str | None] = lambda: None
+) -> list[str]:
     """The endpoint's named graphs (at most LISTED_GRAPHS). `GRAPH ?g {}` is the cheap way where
     engines answer it (Oxigraph reads its graph list). Virtuoso answers it with nothing, and lists
     them from its graph index for the second form; elsewhere that form may read every triple, so
@@ -169,7 +171,8 @@ def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean, engine=lamb
         if missing:
             listed = list_graphs(solutions, engine)
             data = [g for g in listed if not engine_of_graph(g)]
-            there = ", ".join(data[:SHOWN_GRAPHS]) + (f" and {len(data) - SHOWN_GRAPHS} more" if len(data) > SHOWN_GRAPHS else "")
+            more = len(data) - SHOWN_GRAPHS
+            there = ", ".join(data[:SHOWN_GRAPHS]) + (f" and {more} more" if more > 0 else "")
             raise ConfigError(
                 f"No triples in the graph{'s' if len(missing) > 1 else ''} {', '.join(missing)} at {url}. "
                 + (f"Its data graphs: {there}." if data else "It lists no named graphs holding data.")

@@ -63,7 +63,9 @@ def namespace_of(iri: str) -> str:
     return iri[: cut + 1] if cut > len("https://") else ""
 
 
-def discover(solutions: Callable[[str], Iterable], known: dict[str, str], graphs: Sequence[str] = ()) -> Discovered:
+def discover(
+    solutions: Callable[[str], Iterable], known: dict[str, str], graphs: Sequence[str] = ()
+) -> Discovered:
     """Namespaces of the endpoint that `known` (prefix -> namespace) does not cover yet.
 
     `solutions(query)` runs a SELECT; `graphs` are the data graphs to sample (empty: the default

@@ -19,7 +19,14 @@ from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
-from kg_mcp.backends.named_graphs import SHOWN_GRAPHS, GraphPlan, GraphSize, bounded_graph_size, engine_of_graph, list_graphs
+from kg_mcp.backends.named_graphs import (
+    SHOWN_GRAPHS,
+    GraphPlan,
+    GraphSize,
+    bounded_graph_size,
+    engine_of_graph,
+    list_graphs,
+)
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
@@ -173,17 +180,22 @@ class RemoteBackend(SparqlBackend):
         graph costs one bounded query) and whether this backend reads them. Each count runs on the
         whole endpoint, so that graphs outside the dataset are counted too."""
         plan = self.graph_plan
-        listed = plan.listed or tuple(list_graphs(lambda query: self._answer(query, ()).result, lambda: self.http.engine))
+
+        def whole(query: str):  # the endpoint without a dataset
+            return self._answer(query, ()).result
+
+        listed = plan.listed or tuple(list_graphs(whole, lambda: self.http.engine))
         sizes = []
         for graph in listed[:SHOWN_GRAPHS]:
             try:
-                rows = self._answer(bounded_graph_size(graph, self.count_cap), ()).result
+                rows = whole(bounded_graph_size(graph, self.count_cap))
                 n = int(rows[0]["n"].value) if rows and rows[0]["n"] is not None else 0
             except KGError as e:
                 log.info("could not count graph %s (%s)", graph, e.message)
                 n = None
             read = graph in plan.graphs if plan.graphs else None  # None: as the engine's default graph has it
-            sizes.append(GraphSize(graph, n, n is not None and n >= self.count_cap, read, engine_of_graph(graph)))
+            bounded = n is not None and n >= self.count_cap
+            sizes.append(GraphSize(graph, n, bounded, read, engine_of_graph(graph)))
         return sizes
 
     def stats(self):

@@ -144,7 +144,8 @@ def export_trajectories(run_dir, gold_path, match, out, min_reward):
 
 
 _BENCHMARKS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop", "pathquestion-2h", "pathquestion-3h", "pathquestion-l2h",
-               "qald10", "colota-qa", "colota-cv")  # kg_mcp.agents.evaluation.benchmarks.NAMES
+               "qald10", "colota-qa", "colota-cv", "cwq", "webqsp", "grailqa", "simpleqa", "webquestions", "qald10-en",
+               "trex", "zsre", "creak")  # kg_mcp.agents.evaluation.benchmarks.NAMES
 _LOOKUP_ONLY = ("kg-labels",)  # --lookup with names drawn from the --store's own labels
 
 
@@ -164,6 +165,7 @@ def _echo_warnings(caught) -> None:
               help="Benchmark data: a folder laid out like ../shared/data (default), or one question file.")
 @click.option("--kb", "kb_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="KB file(s) to build the store from (default: the benchmark's own).")
+@click.option("--dry-run", is_flag=True, help="Load the questions, print how many and what they carry, and stop.")
 @click.option("--oracle", is_flag=True, help="No model: walk the gold paths through the tools; report recall and tokens.")
 @click.option("--mode", "oracle_mode", type=click.Choice(["sog", "batched", "follow"]), default="sog", show_default=True,
               help="--oracle: one search per entity (sog), one batched search per hop, or one follow call.")
@@ -201,7 +203,7 @@ def _echo_warnings(caught) -> None:
 @click.option("--ranker", "rankers", multiple=True, help="With --ranking: lexical, embedding, gnn, gnn:FILE (repeatable).")
 @click.option("--top-k", type=click.IntRange(1, 100), multiple=True, default=[20], show_default=True,
               help="With --ranking: triples shown (repeatable: one line per k).")
-def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
+def eval_command(benchmark, data, kb_files, dry_run, oracle, oracle_mode, as_json, lookup, agent, model, base_url, supervisor, supervisor_base_url, limit, sample,
                  seed, concurrency, repeat, out, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd,
                  url, auth_token_env, store_cache, no_build, max_steps, temperature, tool_mode, schema, ranking, rankers, top_k):
     """Run a benchmark with an agent and a model, or (--oracle) measure the tools' recall without one.
@@ -209,6 +211,8 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup
     \b
     kg-mcp eval --benchmark metaqa-2hop --agent sog --model openai:gpt-4o-mini --sample 200 --out runs/sog-2hop
     kg-mcp eval --benchmark metaqa-3hop --oracle
+    kg-mcp eval --benchmark cwq --data ../shared/data/tog/cwq.json --dry-run
+    kg-mcp eval --benchmark cwq --sparql http://localhost:8890/sparql --agent sog --sample 200 --out runs/sog-cwq
     kg-mcp eval --benchmark metaqa-1hop --lookup --sample 200
     kg-mcp eval --benchmark metaqa-3hop --ranking --ranker lexical --ranker gnn --sample 300
     kg-mcp report runs/sog-2hop runs/r2kg-2hop
@@ -229,6 +233,11 @@ def eval_command(benchmark, data, kb_files, oracle, oracle_mode, as_json, lookup
         warnings.simplefilter("always")
         bench = load_benchmark(benchmark, data, list(kb_files) or None)
     _echo_warnings(caught)
+    if dry_run:
+        from kg_mcp.agents.evaluation.benchmarks import describe
+
+        click.echo(describe(bench, select(bench.questions, limit=limit, sample=sample, seed=seed)))
+        return
     if ranking:
         from kg_mcp.cli.ranking_commands import run_ranking
 

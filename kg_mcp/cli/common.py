@@ -102,8 +102,10 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as e:  # a KG_MCP_* variable that does not parse
-        problems = "; ".join(f"KG_MCP_{'_'.join(map(str, err['loc'])).upper()}: {err['msg'].removeprefix('Value error, ')}"
-                             for err in e.errors())
+        problems = "; ".join(
+            f"KG_MCP_{'_'.join(map(str, err['loc'])).upper()}: {err['msg'].removeprefix('Value error, ')}"
+            for err in e.errors()
+        )
         raise ConfigError(f"Bad setting: {problems}") from None
 
 

@@ -25,7 +25,9 @@ def config(client, store, sparql_url, wikidata, profile, languages, enable_sparq
     """
     from pathlib import Path
 
-    args = client_config.serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql, chosen_graphs())
+    args = client_config.serve_args(
+        store, sparql_url, wikidata, profile, languages, enable_sparql, chosen_graphs()
+    )
     if not write_file:
         click.echo(json.dumps(client_config.snippet(client, name, args), indent=2, ensure_ascii=False))
         click.echo(f"(goes into {client_config.config_path(client)}; --write merges it there)", err=True)

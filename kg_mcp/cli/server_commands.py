@@ -50,7 +50,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
           session_idle_timeout):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
-    Over HTTP every connection, session and request is bounded (README "Security and limits");
+    Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
     each bound is an option here and a KG_MCP_* setting.
     """
     from kg_mcp.auth import read_token
@@ -377,7 +377,10 @@ def _echo_graphs(backend) -> None:
         return
     click.echo(f"named graphs (triples, counted up to {backend.count_cap:,}):")
     for graph in sizes:
-        count = "not counted" if graph.triples is None else f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
+        if graph.triples is None:
+            count = "not counted"
+        else:
+            count = f"{'at least ' if graph.bounded else ''}{graph.triples:,}"
         if graph.read is None:
             note = f"{graph.engine}'s own" if graph.engine else ""
         elif graph.read:
