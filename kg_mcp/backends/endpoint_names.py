@@ -279,7 +279,7 @@ class EndpointNames:
         self._backend = backend
         self._settings = settings
         self.url = backend.url
-        self.graphs = list(getattr(settings, "graphs", None) or [])
+        self.graphs = list(settings.graphs)
         self.path = endpoint_index_path(self.url, self.graphs)
         self.current: EndpointIndex | None = None
         self.note = ""  # why there is no index, or how far its build is
