@@ -39,7 +39,15 @@ class Settings(BaseSettings):
         10.0, ge=0, description="at start, the KG summary in the server instructions takes at most this long on an endpoint (0: no summary)"
     )
     name_index: bool = Field(
-        True, description="find_entities on a local store: its name index (off: label queries, as on an endpoint)"
+        True,
+        description="find_entities: a name index (a local store's own; on an endpoint without text search, one "
+        "built from its labels and cached); off: label queries",
+    )
+    endpoint_index_max_labels: int = Field(
+        2_000_000, ge=0, description="an endpoint without text search gets a name index (built after its first lookup) up to this many labels"
+    )
+    name_index_max_age_days: float = Field(
+        7.0, gt=0, description="an endpoint's cached name index is rebuilt (or, if kg-mcp index built it, flagged) past this age"
     )
     semantic_lookup: bool = Field(
         False, description="find_entities: when no name matches by words or typos, offer the nearest by embedding"

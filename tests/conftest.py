@@ -29,6 +29,15 @@ def _require(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory) -> Path:
+    """KG_MCP_CACHE for the session: endpoints' name indexes are cached there, not in the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        cache = tmp_path_factory.mktemp("kg-mcp-cache")
+        patch.setenv("KG_MCP_CACHE", str(cache))
+        yield cache
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return _require(DATA)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends.endpoint_names import EndpointNames
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
 from kg_mcp.backends.named_graphs import CHOSEN, GraphPlan, plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
@@ -123,7 +124,10 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         probe.close()
     vocab = Vocabulary(chosen, {**found.prefixes, **settings.prefixes}, found.bare)
     vocab.sources.update({**found.sources, **{ns: "setting" for ns in settings.prefixes.values()}})
-    return RemoteBackend(url, chosen, vocab, settings, graphs=plan)
+    backend = RemoteBackend(url, chosen, vocab, settings, graphs=plan)
+    if settings.name_index and backend.text_search is None:  # only the cache is read here, no request
+        backend.names = EndpointNames(backend, settings)
+    return backend
 
 
 def _local_backend(

@@ -63,17 +63,15 @@ class OxigraphBackend(SparqlBackend):
         index = self._name_index()
         if index is None:
             return super()._name_matches(name, limit)
-        pool = max(limit * 2, 10)  # candidates per tier whose degrees are compared
-        matches = index.lookup(name, pool, fill=limit)
-        method = "name index"
-        if not matches and self.settings.semantic_lookup:
-            from kg_mcp.names.semantic import SemanticNames  # numpy and the model load only if asked for
+        matches = self._indexed_matches(index, name, limit)
+        if matches or not self.settings.semantic_lookup:
+            return "name index", matches
+        from kg_mcp.names.semantic import SemanticNames  # numpy and the model load only if asked for
 
-            with self._names_lock:
-                self._semantic = self._semantic or SemanticNames(index)
-            matches = self._semantic.nearest(name, pool)
-            method = "name index, then nearest names by embedding"
-        return method, [(ox.NamedNode(m.entity), m.kind, m.order) for m in matches]
+        with self._names_lock:
+            self._semantic = self._semantic or SemanticNames(index)
+        nearest = self._semantic.nearest(name, max(limit * 2, 10))
+        return "name index, then nearest names by embedding", [(ox.NamedNode(m.entity), m.kind, m.order) for m in nearest]
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:

@@ -62,6 +62,7 @@ class RemoteBackend(SparqlBackend):
         if chosen == "auto" and self.profile.entity_search == "mwapi" and "query.wikidata.org" in url:
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
+        self.names = None  # kg_mcp.backends.endpoint_names.EndpointNames, where a name index may be used
 
     @property
     def use_entity_search(self) -> bool:
@@ -72,6 +73,8 @@ class RemoteBackend(SparqlBackend):
         return self.http.fetch_with_headers(query, graphs)
 
     def close(self) -> None:
+        if self.names is not None:
+            self.names.close()
         self.http.close()
 
     def _solutions(self, query: str) -> Solutions:
@@ -108,7 +111,18 @@ class RemoteBackend(SparqlBackend):
 
     # --- what differs on a remote endpoint ------------------------------------------------------
     def _name_matches(self, name: str, limit: int):
+        names = self.names.current if self.names is not None else None
+        if names is not None:
+            method = f"name index ({names.age_text()} from the endpoint's labels)"
+            return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
+        if engine == "labels" and self.names is not None:
+            note = self.names.start()  # in the background: label queries answer until it is built
+            method, matches = self._engine_matches(engine, name, limit)
+            return (f"{method}; {note}" if note else method), matches
+        return self._engine_matches(engine, name, limit)
+
+    def _engine_matches(self, engine: str, name: str, limit: int):
         query = None if engine == "labels" else text_search.search_query(
             engine, name, self.label_predicates, self.settings.languages, limit * 4
         )

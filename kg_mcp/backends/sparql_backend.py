@@ -29,6 +29,7 @@ from kg_mcp.backends.base import (
 from kg_mcp.backends.engine_answers import Solutions
 from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
 from kg_mcp.ids import Vocabulary, check_text
+from kg_mcp.names import NameIndex
 from kg_mcp.profiles import Profile
 from kg_mcp.quoting import clipped, quoted
 from kg_mcp.settings import Settings
@@ -365,8 +366,11 @@ class SparqlBackend(Backend):
         if node is not None and self.exists(node):
             found[node] = ("id", 0)
         method, matches = self._name_matches(name, limit)
-        for n, match, edits in matches:
+        recorded: dict[ox.NamedNode, int] = {}  # degrees a name index holds: no need to count them
+        for n, match, edits, *degree in matches:
             found.setdefault(n, (match, edits))
+            if degree and degree[0] is not None:
+                recorded.setdefault(n, degree[0])
         order = self._MATCH_RANK
         # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
         candidates: list[ox.NamedNode] = []
@@ -374,16 +378,21 @@ class SparqlBackend(Backend):
             if len(candidates) >= limit:
                 break
             candidates += [n for n, (m, _) in found.items() if order[m] == rank and not self.profile.is_hidden(n.value)]
-        degrees = self._degrees(candidates)
+        degrees = {**self._degrees([n for n in candidates if n not in recorded]), **recorded}
         # Ties keep the matcher's order (for label queries: the order the store gave).
         ranked = sorted(candidates, key=lambda n: (order[found[n][0]], found[n][1], -degrees[n]))[:limit]
         labels = self.labels(ranked)  # only for the hits shown: each costs a query or two
         descriptions = self.descriptions(ranked)
         return Lookup([EntityHit(n, labels.get(n), descriptions.get(n), degrees[n], found[n][0]) for n in ranked], method)
 
-    def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple[ox.NamedNode, str, int]]]:
-        """(method, [(entity, match kind, order within the kind)]): the exact label query, then a label
-        scan where affordable."""
+    def _indexed_matches(self, index: NameIndex, name: str, limit: int) -> list[tuple[ox.NamedNode, str, int, int | None]]:
+        """(entity, match kind, order within the kind, degree recorded or None) from a name index."""
+        pool = max(limit * 2, 10)  # candidates per tier whose degrees are compared
+        return [(ox.NamedNode(m.entity), m.kind, m.order, m.degree) for m in index.lookup(name, pool, fill=limit)]
+
+    def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple]]:
+        """(method, [(entity, match kind, order within the kind[, degree])]): the exact label query,
+        then a label scan where affordable."""
         found: dict[ox.NamedNode, str] = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):

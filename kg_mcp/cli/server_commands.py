@@ -135,16 +135,31 @@ def _any_server_options(func):
 
 
 @main.command()
-@click.option("--store", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A store made by `kg-mcp load`.")
+@click.option("--store", type=click.Path(exists=True, file_okay=False, path_type=Path), help="A store made by `kg-mcp load`.")
+@click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint: its index is cached under $KG_MCP_CACHE.")
+@click.option("--graph", "graphs", multiple=True, metavar="IRI", help="With --sparql: only this named graph (repeatable).")
+@click.option("--rebuild", is_flag=True, help="With --sparql: build again even if the cached index is current.")
+@click.option("--degrees", is_flag=True,
+              help="With --store: also record each entity's degree, so lookups rank without reading the store "
+                   "(an endpoint's index always has them).")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
 @click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
-def index(store, profile, languages):
-    """(Re)build the name index of a store that `find_entities` looks names up in.
+def index(store, sparql_url, graphs, rebuild, degrees, profile, languages):
+    """(Re)build the name index that `find_entities` looks names up in, of a store or an endpoint.
 
-    `kg-mcp load` builds it with the store, and a store without one gets it on first open; this
-    rebuilds it for other languages or a store loaded by an older kg-mcp.
+    `kg-mcp load` builds a store's with the store, and a store without one gets it on first open;
+    this rebuilds it for other languages or a store loaded by an older kg-mcp. An endpoint without
+    text search gets its index at start when it has at most `endpoint_index_max_labels` labels;
+    this builds it for larger ones (and the server then uses it whatever the size).
     """
+    if bool(store) == bool(sparql_url):
+        raise ConfigError("Give one of --store DIR or --sparql URL.")
+    if sparql_url:
+        _index_endpoint(sparql_url, graphs, rebuild, profile, languages)
+        return
+    if graphs or rebuild:
+        raise ConfigError("--graph and --rebuild go with --sparql; a store's index is always rebuilt.")
+    settings = _settings(languages, False)
     import pyoxigraph as ox
 
     from kg_mcp.names.store_index import build_store_index, store_profile
@@ -154,8 +169,56 @@ def index(store, profile, languages):
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {store}: {e}") from e
     chosen = store_profile(opened, profile)
-    count = build_store_index(opened, store, profile=chosen, languages=list(languages) or _settings((), False).languages)
+    count = build_store_index(opened, store, profile=chosen, languages=settings.languages)
     click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
+    if degrees:
+        from kg_mcp.backends.engine_answers import solutions_of
+        from kg_mcp.backends.name_degrees import add_store_degrees
+        from kg_mcp.names import index_path
+
+        seconds = add_store_degrees(index_path(store), lambda query: solutions_of(opened.query(query)), chosen,
+                                    settings.degree_cap)
+        click.echo(f"degrees recorded in {seconds:.1f} s", err=True)
+
+
+def _index_endpoint(url: str, graphs: tuple[str, ...], rebuild: bool, profile: str | None, languages) -> None:
+    import time
+
+    from kg_mcp.backends import open_endpoint
+    from kg_mcp.backends import endpoint_names as en
+    from kg_mcp.errors import EndpointError
+    from kg_mcp.names import read_index_meta
+    from kg_mcp.settings import graph_iri_problem
+
+    for graph in graphs:
+        if (problem := graph_iri_problem(graph)) is not None:
+            raise ConfigError(f"--graph: {problem}")
+    # Opened without a name index (this command builds it), reading only the graphs given.
+    settings = _settings(languages, False).model_copy(update={"name_index": False, "graphs": list(graphs)})
+    backend = open_endpoint(url, profile=profile, settings=settings)
+    try:
+        path = en.endpoint_index_path(url, graphs)
+        meta = read_index_meta(path)
+        if not rebuild and en.fits(meta, url, graphs, backend.profile, settings.languages) and (
+            time.time() - float(meta.get("built_at", 0)) < settings.name_index_max_age_days * 86400
+        ):
+            click.echo(f"name index of {url} is current ({meta['names']:,} names, {path}); --rebuild builds it again",
+                       err=True)
+            return
+        predicates = [*backend.profile.label_predicates, *backend.profile.alias_predicates]
+        try:
+            counted = en.count_labels(backend._solutions, predicates, settings.languages, 10**10)
+        except EndpointError:
+            counted = None  # too many to count within the query time limit: the build goes on without a total
+        report = en.build_endpoint_index(
+            backend._solutions, path, url=url, graphs=graphs, profile=backend.profile, languages=settings.languages,
+            degree_cap=settings.degree_cap, counted=counted, by=en.BUILT_BY_COMMAND,
+        )
+    except EndpointError as e:
+        raise ConfigError(f"Cannot build the name index of {url}: {e}") from None
+    finally:
+        backend.close()
+    click.echo(f"name index of {url}: {report.summary()}; cached in {path}", err=True)
 
 
 @main.command()

@@ -25,10 +25,11 @@ from kg_mcp.names.fold import fold_joined_many, fold_many
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "kg-mcp-names.sqlite"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 5  # an index of this version without the degree column is read as one without degrees
 _BATCH = 50_000
 
-# `names` holds one row per (folded name, entity, label-or-alias); `words` indexes its words
+# `names` holds one row per (folded name, entity, label-or-alias), with the entity's degree where
+# the builder counted it (NULL: the backend counts it at lookup time); `words` indexes its words
 # (already folded; the ascii tokenizer cuts only at ASCII punctuation and spaces, so FTS5 and
 # Python agree on the words whatever Unicode version each knows), `terms` lists the distinct words (also
 # spelled backwards) and `term_grams` their character trigrams: together they find the words a
@@ -36,7 +37,7 @@ _BATCH = 50_000
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
-                   alias INTEGER NOT NULL);
+                   alias INTEGER NOT NULL, degree INTEGER);
 """
 # A name's rowid in `words` is its length in the high bits and its id in the low ID_BITS:
 # FTS5 returns matches in rowid order, so a query for a word that thousands of names
@@ -147,8 +148,9 @@ def finish_index(
     languages: Sequence[str],
     stamp: str,
     count: int,
+    extra: dict | None = None,
 ) -> None:
-    """Build the word indexes over the names inserted, record the settings, and commit."""
+    """Build the word indexes over the names inserted, record the settings (and `extra`), and commit."""
     connection.executescript(_INDEXES)
     # Each word also spelled backwards, so that words ending alike are a range of an index too.
     terms = connection.execute("SELECT term, doc FROM word_list")
@@ -162,9 +164,20 @@ def finish_index(
         "alias_predicates": list(alias_predicates),
         "stamp": stamp,
         "names": count,
+        **(extra or {}),
     }
     connection.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
     connection.commit()
+
+
+def set_degrees(connection: sqlite3.Connection, degrees: Iterable[tuple[str, int]]) -> None:
+    """Record each entity's degree on its names, so that lookups rank without asking the KG."""
+    connection.execute("CREATE TEMP TABLE degrees(entity TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID")
+    degrees = iter(degrees)
+    while batch := list(islice(degrees, _BATCH)):
+        connection.executemany("INSERT OR REPLACE INTO degrees VALUES (?, ?)", batch)
+    connection.execute("UPDATE names SET degree = (SELECT n FROM degrees WHERE degrees.entity = names.entity)")
+    connection.execute("DROP TABLE temp.degrees")
 
 
 def read_index_meta(path: str | Path) -> dict | None:

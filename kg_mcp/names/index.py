@@ -42,6 +42,7 @@ class NameMatch:
     # The name ends with a typed word (words tier): "Holmes" is more often Katie Holmes than Holmes
     # Herbert, as a word typed alone is mostly a surname or a title's last, key word.
     completes: bool = True
+    degree: int | None = None  # recorded in the index by its builder; None: the backend counts it
 
     @property
     def order(self) -> int:
@@ -66,6 +67,9 @@ class NameIndex:
         self._db = connection
         self._lock = threading.Lock()  # one connection, shared by the server's worker threads
         self.where = where
+        # An index written before degrees were recorded has no such column: read as unknown.
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(names)")}
+        self._degree = "degree" if "degree" in columns else "NULL"
 
     @classmethod
     def open(cls, path: str | Path) -> NameIndex:
@@ -103,10 +107,14 @@ class NameIndex:
         return sorted(found.values(), key=lambda m: (TIERS[m.kind], m.order))
 
     def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
-        rows = self._rows("SELECT entity, label, alias FROM names WHERE folded = ? LIMIT ?", (folded, pool * 4))
+        # Best connected first where the index records degrees (else NULLs: the order of the rows).
+        rows = self._rows(
+            f"SELECT entity, label, alias, {self._degree} FROM names WHERE folded = ? ORDER BY {self._degree} DESC, id LIMIT ?",
+            (folded, pool * 4),
+        )
         return [
-            NameMatch(entity, label, "alias" if alias else "exact" if label == name else "folded")
-            for entity, label, alias in rows
+            NameMatch(entity, label, "alias" if alias else "exact" if label == name else "folded", degree=degree)
+            for entity, label, alias, degree in rows
         ]
 
     def _words(self, words: list[str], pool: int, known: set[str], fill: int) -> list[NameMatch]:
@@ -146,20 +154,20 @@ class NameIndex:
         # words' rowids, so only the names kept are read, however many share a common word. Two
         # rows per name kept, as an entity may match by its label and an alias.
         rows = self._rows(
-            "SELECT n.entity, n.label, n.folded FROM "
+            f"SELECT n.entity, n.label, n.folded, {'n.degree' if self._degree == 'degree' else 'NULL'} FROM "
             "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) AS m "
             f"JOIN names n ON n.id = m.rowid & {_NAME_ID} ORDER BY m.rowid",
             (query, pool * 2),
         )
         out: dict[str, NameMatch] = {}
-        for entity, label, folded in rows:
+        for entity, label, folded, degree in rows:
             if entity not in known and entity not in out:
                 # "War" finds War Horse before Warlock; "Parcs" finds Paris before Paris, Texas.
                 if kind == "words":
                     looser = typed[-1] not in folded.split()
                 else:
                     looser = folded.count(" ") + 1 > len(typed)
-                out[entity] = NameMatch(entity, label, kind, edits, looser)
+                out[entity] = NameMatch(entity, label, kind, edits, looser, degree=degree)
         return list(out.values())[:pool]
 
     def near_words(self, word: str, *, short: bool = False) -> dict[str, int]:

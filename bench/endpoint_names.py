@@ -1,0 +1,152 @@
+"""Names as typed over an endpoint without text search (`oxigraph serve`), before and after its name index.
+
+    python -m bench.endpoint_names --work .bench-data/endpoint-names [--sample 200] [--seed 0]
+
+Loads the MetaQA KB into a local store (kg-mcp load) and into `oxigraph serve`, then runs the
+lookup evaluation (kg_mcp.agents.evaluation.lookup: held-out MetaQA topic names typed as people
+do) on three backends: the local store with its name index, the endpoint by label queries (the
+baseline, name_index=False), the endpoint with the index built from its labels. Also prints the
+index build's cost (time, queries, size) and the football example of issue 24.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyoxigraph as ox
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+def oxigraph_serve(location: Path, source: Path, port: int) -> subprocess.Popen:
+    cli = shutil.which("oxigraph") or str(Path(sys.executable).parent / "oxigraph")
+    if not (location / "CURRENT").exists():
+        subprocess.run([cli, "load", "--location", str(location), "--file", str(source)], check=True, capture_output=True)
+    process = subprocess.Popen([cli, "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import urllib.request
+
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    return process
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--sample", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--virtuoso", action="store_true", help="also a private Virtuoso: its text search, then the index")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    os.environ["KG_MCP_CACHE"] = str(args.work / "cache")
+
+    from kg_mcp.agents.evaluation.benchmarks import load_benchmark, select
+    from kg_mcp.agents.evaluation.lookup import cases_for, format_lookup, run_lookup, topics_from_names
+    from kg_mcp.backends import open_endpoint, open_store
+    from kg_mcp.backends.endpoint_names import build_endpoint_index
+    from kg_mcp.loading import load_sources
+    from kg_mcp.settings import Settings
+    from kg_mcp.tools import find_entities
+
+    store_dir, nt = args.work / "metaqa.store", args.work / "metaqa.nt"
+    if not store_dir.is_dir():
+        load_sources([DATA / "metaqa" / "kb.txt"], store_dir, progress=False)
+    if not nt.exists():
+        ox.Store.read_only(str(store_dir)).dump(str(nt), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+    port = free_port()
+    server = oxigraph_serve(args.work / "metaqa.oxigraph", nt, port)
+    url = f"http://127.0.0.1:{port}/query"
+    try:
+        bench = load_benchmark("metaqa-1hop", DATA)
+        questions = select(bench.questions, sample=args.sample, seed=args.seed)
+        names = [n for q in questions for n in q.topics]
+
+        def evaluate(backend, title: str, settings: Settings) -> None:
+            topics, missing = topics_from_names(backend, names, settings)
+            summary = run_lookup(backend, settings, cases_for(topics, args.seed))
+            summary.skipped = missing
+            print(format_lookup(summary, title), "\n", flush=True)
+
+        settings = Settings()
+        store = open_store(store_dir, settings=settings)
+        evaluate(store, "local store (name index)", settings)
+        store.close()
+
+        baseline = Settings(name_index=False)
+        endpoint = open_endpoint(url, settings=baseline)
+        evaluate(endpoint, "oxigraph serve, before (label queries)", baseline)
+
+        # The build's cost, measured alone (fresh cache), then the same index used through open_endpoint.
+        path = Path(tempfile.mkdtemp(dir=args.work)) / "names.sqlite"
+        report = build_endpoint_index(endpoint._solutions, path, url=url, graphs=[], profile=endpoint.profile,
+                                      languages=settings.languages, degree_cap=settings.degree_cap, progress=False)
+        endpoint.close()
+        print(f"build on oxigraph serve (MetaQA KB): {report.summary()}; {report.names:,} index rows\n", flush=True)
+        shutil.rmtree(args.work / "cache", ignore_errors=True)
+        started = time.perf_counter()
+        endpoint = open_endpoint(url, settings=settings)
+        find_entities(endpoint, settings, "Jaws", 5)  # the first lookup starts the build in the background
+        endpoint.names.wait()
+        print(f"index built in the background after the first lookup: {time.perf_counter() - started:.1f} s", flush=True)
+        evaluate(endpoint, "oxigraph serve, after (name index from its labels)", settings)
+        endpoint.close()
+        if args.virtuoso:
+            virtuoso_rows(args.work, nt, evaluate)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def virtuoso_rows(work: Path, nt: Path, evaluate) -> None:
+    """The same on a private Virtuoso (its row limit, 10,000, under the index's page of 20,000): its
+    own text search, then the index `kg-mcp index` would build."""
+    from bench.virtuoso import Virtuoso
+    from kg_mcp.backends import open_endpoint
+    from kg_mcp.backends.endpoint_names import BUILT_BY_COMMAND, build_endpoint_index, endpoint_index_path
+    from kg_mcp.settings import Settings
+
+    graph = "http://example.org/graph/metaqa"
+    shutil.rmtree(work / "virtuoso", ignore_errors=True)
+    (work / "virtuoso").mkdir()
+    server = Virtuoso((work / "virtuoso").resolve(), sql_port=free_port(), http_port=free_port()).start()
+    try:
+        server.load(nt, graph)
+        settings = Settings(graphs=[graph])
+        endpoint = open_endpoint(server.endpoint, settings=settings)
+        evaluate(endpoint, "Virtuoso, its text search", settings)
+        path = endpoint_index_path(server.endpoint, [graph])
+        report = build_endpoint_index(endpoint._solutions, path, url=server.endpoint, graphs=[graph],
+                                      profile=endpoint.profile, languages=settings.languages,
+                                      degree_cap=settings.degree_cap, by=BUILT_BY_COMMAND, progress=False)
+        endpoint.close()
+        print(f"build on Virtuoso (MetaQA KB): {report.summary()}; {report.names:,} index rows\n", flush=True)
+        endpoint = open_endpoint(server.endpoint, settings=settings)
+        evaluate(endpoint, "Virtuoso, name index built by kg-mcp index", settings)
+        endpoint.close()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""The name index of a SPARQL endpoint without text search: the same index as a local store's
+(kg_mcp.names), filled from the endpoint's labels and aliases by paged queries and cached on disk
+per endpoint and graphs.
+
+Pages are `LIMIT`/`OFFSET` slices of one query per predicate, without `ORDER BY` (which would make
+the engine sort every label for every page): an engine answers the same query over unchanged data
+in the same order, which Oxigraph does. Pages grow while the engine answers them quickly (each
+page's OFFSET makes it skip the rows before), and a page the engine refuses or times out on is
+asked again at half the size. Each entity's degree is counted too, in batches, so a
+lookup ranks its candidates without a query per candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyoxigraph as ox
+from tqdm import tqdm
+
+from kg_mcp.backends.name_degrees import count_degrees
+from kg_mcp.errors import EndpointError
+from kg_mcp.names.build import FORMAT_VERSION, finish_index, insert_names, read_index_meta, set_degrees, start_index
+from kg_mcp.names.index import NameIndex
+from kg_mcp.profiles import Profile
+
+log = logging.getLogger(__name__)
+
+# Endpoints with up to this many labels and aliases (in the languages asked for) get their index
+# on their own at start; larger ones only through `kg-mcp index --sparql URL`.
+AUTO_MAX_LABELS = 2_000_000
+PAGE = 20_000  # label rows of the first query
+MAX_PAGE = 320_000  # a page answered within QUICK_PAGE_S doubles, up to this: fewer rows skipped by OFFSET
+QUICK_PAGE_S = 2.0
+_SMALLEST_PAGE = 500  # a page refused at this size ends the build
+DEGREE_BATCH = 200  # entities whose degrees one query counts (an endpoint's request stays small)
+BUILT_BY_COMMAND = "kg-mcp index"
+
+Solutions = Callable[[str], Sequence]
+
+
+def cache_dir() -> Path:
+    """$KG_MCP_CACHE, else $XDG_CACHE_HOME/kg-mcp, else ~/.cache/kg-mcp (as for benchmark stores)."""
+    if os.environ.get("KG_MCP_CACHE"):
+        return Path(os.environ["KG_MCP_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kg-mcp"
+
+
+def index_key(url: str, graphs: Sequence[str]) -> str:
+    """The cache key of an endpoint read through `graphs` (empty: all of it); their order does not matter.
+
+    >>> index_key("http://x/sparql", ["urn:b", "urn:a"]) == index_key("http://x/sparql", ["urn:a", "urn:b"])
+    True
+    """
+    text = "\n".join([url, *sorted(set(graphs))])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def endpoint_index_path(url: str, graphs: Sequence[str]) -> Path:
+    return cache_dir() / "names" / f"{index_key(url, graphs)}.sqlite"
+
+
+def _languages_filter(languages: Sequence[str]) -> str:
+    wanted = ", ".join(f'"{lang}"' for lang in sorted(set(languages) | {""}))
+    return f"isLiteral(?o) && LANG(?o) IN ({wanted})"
+
+
+def count_labels(solutions: Solutions, predicates: Sequence[str], languages: Sequence[str], cap: int) -> int:
+    """Label and alias triples in `languages`, counted up to `cap` + 1 (more means "more than cap")."""
+    total = 0
+    for predicate in predicates:
+        left = cap + 1 - total
+        query = (
+            f"SELECT (COUNT(*) AS ?n) WHERE {{ SELECT ?o WHERE {{ ?s <{ox.NamedNode(predicate).value}> ?o . "
+            f"FILTER({_languages_filter(languages)}) }} LIMIT {left} }}"
+        )
+        for solution in solutions(query):
+            total += int(solution["n"].value) if solution["n"] is not None else 0
+        if total > cap:
+            break
+    return total
+
+
+@dataclass
+class BuildReport:
+    names: int  # rows of the index (a name with punctuation inside words makes two)
+    labels: int  # label and alias triples read
+    entities: int
+    queries: int
+    seconds: float
+    size_bytes: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.labels:,} labels and aliases of {self.entities:,} entities read in {self.queries:,} queries, "
+            f"{self.seconds:.1f} s; index {self.size_bytes / 2**20:,.1f} MB"
+        )
+
+
+class BuildStopped(Exception):
+    """The build was asked to stop (the backend closed)."""
+
+
+class _Counter:
+    """`solutions`, counting the queries it runs, and refusing to run more once `stop` is set."""
+
+    def __init__(self, solutions: Solutions, stop: threading.Event | None = None):
+        self._solutions = solutions
+        self._stop = stop
+        self.queries = 0
+
+    def __call__(self, query: str) -> Sequence:
+        if self._stop is not None and self._stop.is_set():
+            raise BuildStopped()
+        self.queries += 1
+        return self._solutions(query)
+
+
+def build_endpoint_index(
+    solutions: Solutions,
+    path: Path,
+    *,
+    url: str,
+    graphs: Sequence[str],
+    profile: Profile,
+    languages: Sequence[str],
+    degree_cap: int,
+    counted: int | None = None,
+    by: str = "kg-mcp serve",
+    progress: bool = True,
+    stop: threading.Event | None = None,
+    read: list[int] | None = None,
+    page: int = PAGE,
+) -> BuildReport:
+    """Write the endpoint's name index to `path`, replacing an older one only once it is complete.
+
+    `stop`, once set, ends the build at its next query (BuildStopped); `read` counts the labels read so far.
+    """
+    started = time.perf_counter()
+    run = _Counter(solutions, stop)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    connection = sqlite3.connect(partial)
+    try:
+        start_index(connection)
+        read = read if read is not None else [0]
+        read[0] = 0
+        names = insert_names(connection, _labels(run, profile, languages, counted, progress, read, page))
+        entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
+        set_degrees(connection, count_degrees(run, profile, entities, degree_cap, DEGREE_BATCH, progress))
+        extra = {
+            "endpoint": url,
+            "graphs": sorted(set(graphs)),
+            "built_at": time.time(),
+            "built_by": by,
+            "labels": read[0],
+            "counted": counted,
+            "profile": profile.name,
+            "degree_cap": degree_cap,
+        }
+        finish_index(
+            connection, profile.label_predicates, profile.alias_predicates, languages, "", names, extra=extra
+        )
+    except BaseException:
+        connection.close()
+        partial.unlink(missing_ok=True)
+        raise
+    connection.close()
+    os.replace(partial, path)
+    report = BuildReport(names, read[0], len(entities), run.queries, time.perf_counter() - started, path.stat().st_size)
+    log.info("name index of %s: %s", url, report.summary())
+    return report
+
+
+def _labels(
+    run: _Counter, profile: Profile, languages: Sequence[str], counted: int | None, progress: bool, read: list[int],
+    first_page: int,
+) -> Iterator[tuple[str, str, int]]:
+    predicates = [(p, 0) for p in profile.label_predicates]
+    predicates += [(p, 1) for p in profile.alias_predicates if p not in profile.label_predicates]
+    with _bar("endpoint labels", counted, progress) as bar:
+        for predicate, alias in predicates:
+            pattern = f"?s <{ox.NamedNode(predicate).value}> ?o . FILTER(isIRI(?s) && {_languages_filter(languages)})"
+            offset, page = 0, first_page
+            while True:
+                query = f"SELECT ?s ?o WHERE {{ {pattern} }} LIMIT {page} OFFSET {offset}"
+                started = time.perf_counter()
+                try:
+                    rows = run(query)
+                except EndpointError:
+                    if page <= _SMALLEST_PAGE:
+                        raise
+                    page //= 2
+                    log.info("a page of %d labels failed; asking for %d", page * 2, page)
+                    continue
+                # An engine may cut answers at its own row limit: the next page starts after what came.
+                if not rows:
+                    break
+                for solution in rows:
+                    subject, literal = solution["s"], solution["o"]
+                    if isinstance(subject, ox.NamedNode) and isinstance(literal, ox.Literal):
+                        yield subject.value, literal.value, alias
+                offset += len(rows)
+                read[0] += len(rows)
+                bar.update(len(rows))
+                # Each page makes the engine skip the rows before it: the fewer pages, the less skipped.
+                if len(rows) == page and time.perf_counter() - started < QUICK_PAGE_S:
+                    page = min(page * 2, MAX_PAGE)
+
+
+def _bar(what: str, total: int | None, progress: bool) -> tqdm:
+    return tqdm(desc=what, total=total, unit=" rows", unit_scale=True, file=sys.stderr, disable=None if progress else True)
+
+
+# --- which index to use ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndpointIndex:
+    index: NameIndex
+    built_at: float
+    built_by: str
+
+    def age_text(self, now: float | None = None) -> str:
+        """How old the index is, in words.
+
+        >>> EndpointIndex(None, 0.0, "").age_text(now=90.0), EndpointIndex(None, 0.0, "").age_text(now=3 * 86400.0)
+        ('built 2 min ago', 'built 3.0 days ago')
+        """
+        seconds = max(0.0, (time.time() if now is None else now) - self.built_at)
+        if seconds < 60:
+            return "built just now"
+        if seconds < 3600:
+            return f"built {max(1, round(seconds / 60))} min ago"
+        if seconds < 2 * 86400:
+            return f"built {seconds / 3600:.1f} h ago"
+        return f"built {seconds / 86400:.1f} days ago"
+
+
+def fits(meta: dict | None, url: str, graphs: Sequence[str], profile: Profile, languages: Sequence[str]) -> bool:
+    """Whether the index recorded in `meta` was built by this kg-mcp for this endpoint, graphs and settings."""
+    return bool(meta) and meta == {
+        **meta,
+        "version": FORMAT_VERSION,
+        "endpoint": url,
+        "graphs": sorted(set(graphs)),
+        "languages": list(languages),
+        "label_predicates": list(profile.label_predicates),
+        "alias_predicates": list(profile.alias_predicates),
+    }
+
+
+def open_index(path: Path) -> EndpointIndex:
+    meta = read_index_meta(path) or {}
+    return EndpointIndex(NameIndex.open(path), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
+
+
+class EndpointNames:
+    """Which name index an endpoint's lookups use, and its build in the background.
+
+    At open, only the cache is read (no request): an index that fits the endpoint, graphs and
+    settings is used if it is younger than `name_index_max_age_days`, or whatever its age if
+    `kg-mcp index` built it (with a warning past that age). Otherwise, once the first lookup has
+    found that the engine has no text search (`start`), a thread counts the labels and aliases and,
+    up to `endpoint_index_max_labels`, builds the index; lookups use label queries until it is
+    there. A failed build leaves the previous index file as it was.
+    """
+
+    def __init__(self, backend, settings):
+        self._backend = backend
+        self._settings = settings
+        self.url = backend.url
+        self.graphs = list(settings.graphs)
+        self.path = endpoint_index_path(self.url, self.graphs)
+        self.current: EndpointIndex | None = None
+        self.note = ""  # why there is no index, or how far its build is
+        self._read = [0]
+        self._counted: int | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        meta = read_index_meta(self.path)
+        if fits(meta, self.url, self.graphs, backend.profile, settings.languages):
+            young = time.time() - float(meta.get("built_at", 0)) <= settings.name_index_max_age_days * 86400
+            if meta.get("built_by") == BUILT_BY_COMMAND or young:
+                if not young:
+                    log.warning("the name index of %s is older than %s days: rebuild it with kg-mcp index --sparql %s "
+                                "--rebuild", self.url, settings.name_index_max_age_days, self.url)
+                self.current = open_index(self.path)
+
+    def start(self) -> str:
+        """Build the index in the background, once (called when the engine turned out to have no text
+        search); returns what the lookup answering meanwhile says about it (see `status`)."""
+        with self._lock:
+            if self.current is not None or self._thread is not None:
+                return self.status()
+            self.note = "the name index from the endpoint's labels is being built"
+            self._thread = threading.Thread(target=self._build, name="kg-mcp-endpoint-names", daemon=True)
+            self._thread.start()
+            return self.note
+
+    def status(self) -> str:
+        """What a lookup without the index says about it ('' when there is nothing to say)."""
+        if self._thread is not None and self._thread.is_alive() and self._counted:
+            return f"{self.note} ({self._read[0]:,} of {self._counted:,} labels read)"
+        return self.note
+
+    def wait(self, timeout: float | None = None) -> EndpointIndex | None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.current
+
+    def _build(self) -> None:
+        backend, settings, profile = self._backend, self._settings, self._backend.profile
+        cap = settings.endpoint_index_max_labels
+        try:
+            counted = count_labels(
+                backend._solutions, [*profile.label_predicates, *profile.alias_predicates], settings.languages, cap
+            )
+            if counted > cap:
+                self.note = f"the endpoint has more than {cap:,} labels: its name index is built by kg-mcp index --sparql URL"
+                log.warning("%s has more than %s labels and aliases: find_entities uses label queries there; "
+                            "build its name index with kg-mcp index --sparql %s", self.url, f"{cap:,}", self.url)
+                return
+            self._counted = counted
+            log.warning("building the name index of %s (%s labels and aliases; cached in %s)", self.url,
+                        f"{counted:,}", self.path)
+            build_endpoint_index(
+                backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
+                languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
+                read=self._read,
+            )
+            self.current = open_index(self.path)
+            self.note = ""
+        except BuildStopped:
+            self.note = "the name index build was stopped"
+        except (EndpointError, OSError, sqlite3.Error) as e:
+            if fits(read_index_meta(self.path), self.url, self.graphs, profile, settings.languages):
+                self.current, self.note = open_index(self.path), ""  # the previous one, past its age
+                log.warning("cannot rebuild the name index of %s (%s): the previous one is used", self.url, e)
+                return
+            self.note = "the name index could not be built"
+            log.warning("cannot build the name index of %s (%s): find_entities uses label queries", self.url, e)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        if self.current is not None:
+            self.current.index.close()
