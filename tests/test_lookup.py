@@ -269,3 +269,20 @@ def test_an_unfinished_last_word_finds_the_names_fts5s_prefix_query_finds(tmp_pa
     finally:
         fts.close()
         index.close()
+
+
+def test_mistyped_word_with_many_neighbours_takes_the_same_twenty_every_run(tmp_path):
+    # 25 indexed words one edit from "bbbbx": the fuzzy query takes 20, the closest, then in
+    # alphabetical order (not the order of a Python set, which changes from one process to the next).
+    fb, name = "http://rdf.freebase.com/ns/", "<http://rdf.freebase.com/ns/type.object.name>"
+    near = [f"bbbb{c}" for c in "abcdefghijklmnopqrstuvwyz"]
+    lines = [f'<{fb}m.{word}> {name} "{word}"@en .' for word in near]
+    (tmp_path / "near.nt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    load_sources([tmp_path / "near.nt"], tmp_path / "store", progress=False)
+    index = NameIndex.open(index_path(tmp_path / "store"))
+    try:
+        found = index.lookup("bbbbx", 50)
+        assert {m.kind for m in found} == {"fuzzy"}
+        assert sorted(m.name for m in found) == near[:20]
+    finally:
+        index.close()

@@ -167,7 +167,7 @@ class NameIndex:
         for word in words:
             near = self.near_words(word, short=True)
             widened |= bool(set(near) - {word})
-            groups.append(" OR ".join(_quoted(w) for w in sorted(near, key=near.get)[:20]) or _quoted(word))
+            groups.append(" OR ".join(_quoted(w) for w in sorted(near, key=lambda w: (near[w], w))[:20]) or _quoted(word))
             edits += min(near.values(), default=0)
         if not widened:
             return []  # no other spelling of any word is indexed: the same query as the words tier
