@@ -256,11 +256,8 @@ def test_an_unfinished_last_word_finds_the_names_fts5s_prefix_query_finds(tmp_pa
     fts = sqlite3.connect(index_path(tmp_path / "store"))
     try:
         for typed, query in (("Steven Spie", '"steven" AND "spie"*'), ("Steven Ab", '"steven" AND "ab"*')):
-            expected = {
-                entity for (entity,) in fts.execute(
-                    "SELECT entity FROM names WHERE id IN (SELECT rowid & 4294967295 FROM words WHERE words MATCH ?)", (query,)
-                )
-            }
+            sql = "SELECT entity FROM names WHERE id IN (SELECT rowid & 4294967295 FROM words WHERE words MATCH ?)"
+            expected = {entity for (entity,) in fts.execute(sql, (query,))}
             found = {m.entity for m in index.lookup(typed, 50) if m.kind == "words"}
             assert found == expected and len(found) == (3 if typed == "Steven Spie" else 40)
         # A word besides the last that no name has: no name has every word.

@@ -169,7 +169,8 @@ class NameIndex:
             near = self.near_words(word, short=True)
             widened |= bool(set(near) - {word})
             # The closest first, ties alphabetically (a set's order changes between processes).
-            groups.append(" OR ".join(_quoted(w) for w in sorted(near, key=lambda w: (near[w], w))[:20]) or _quoted(word))
+            nearest = sorted(near, key=lambda w: (near[w], w))[:20]
+            groups.append(" OR ".join(_quoted(w) for w in nearest) or _quoted(word))
             edits += min(near.values(), default=0)
         if not widened:
             return []  # no other spelling of any word is indexed: the same query as the words tier
