@@ -241,3 +241,45 @@ def test_a_word_fts5_cuts_in_two_is_looked_up_not_refused():
     for name in ("Zun\u19bfdert", "Vincent van\u19bfGogh", "q727\u19bfzq9mark"):
         assert isinstance(hits(backend, name), list)  # answered, not an SQLite error
     assert hits(backend, "van gogh vincent")[0] == ("wd:Q5582", "words")
+
+
+def test_an_unfinished_last_word_finds_the_names_fts5s_prefix_query_finds(tmp_path):
+    # "spiel" begins three words (looked up as those words OR-ed); "ab" begins 40 (past the cap of
+    # words OR-ed: FTS5's own prefix query). Either way the names are those of the prefix query.
+    fb, name = "http://rdf.freebase.com/ns/", "<http://rdf.freebase.com/ns/type.object.name>"
+    names = ["Steven Spielberg", "Steven Spielmann", "Ann Spieler", "Steven Spiel", "Steven Spalding"]
+    names += [f"Steven Ab{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(40)]
+    lines = [f'<{fb}m.n{i}> {name} "{text}"@en .' for i, text in enumerate(names)]
+    (tmp_path / "names.nt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    load_sources([tmp_path / "names.nt"], tmp_path / "store", progress=False)
+    index = NameIndex.open(index_path(tmp_path / "store"))
+    fts = sqlite3.connect(index_path(tmp_path / "store"))
+    try:
+        for typed, query in (("Steven Spie", '"steven" AND "spie"*'), ("Steven Ab", '"steven" AND "ab"*')):
+            sql = "SELECT entity FROM names WHERE id IN (SELECT rowid & 4294967295 FROM words WHERE words MATCH ?)"
+            expected = {entity for (entity,) in fts.execute(sql, (query,))}
+            found = {m.entity for m in index.lookup(typed, 50) if m.kind == "words"}
+            assert found == expected and len(found) == (3 if typed == "Steven Spie" else 40)
+        # A word besides the last that no name has: no name has every word.
+        assert [m for m in index.lookup("Stephen Spielberg", 10) if m.kind == "words"] == []
+        assert {m.name for m in index.lookup("Ann Spiel", 10)} >= {"Ann Spieler"}
+    finally:
+        fts.close()
+        index.close()
+
+
+def test_mistyped_word_with_many_neighbours_takes_the_same_twenty_every_run(tmp_path):
+    # 25 indexed words one edit from "bbbbx": the fuzzy query takes 20, the closest, then in
+    # alphabetical order (not the order of a Python set, which changes from one process to the next).
+    fb, name = "http://rdf.freebase.com/ns/", "<http://rdf.freebase.com/ns/type.object.name>"
+    near = [f"bbbb{c}" for c in "abcdefghijklmnopqrstuvwyz"]
+    lines = [f'<{fb}m.{word}> {name} "{word}"@en .' for word in near]
+    (tmp_path / "near.nt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    load_sources([tmp_path / "near.nt"], tmp_path / "store", progress=False)
+    index = NameIndex.open(index_path(tmp_path / "store"))
+    try:
+        found = index.lookup("bbbbx", 50)
+        assert {m.kind for m in found} == {"fuzzy"}
+        assert sorted(m.name for m in found) == near[:20]
+    finally:
+        index.close()
