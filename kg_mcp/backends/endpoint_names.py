@@ -28,7 +28,15 @@ from tqdm import tqdm
 
 from kg_mcp.backends.name_degrees import count_degrees
 from kg_mcp.errors import EndpointError
-from kg_mcp.names.build import FORMAT_VERSION, finish_index, insert_names, read_index_meta, set_degrees, start_index
+from kg_mcp.names.build import (
+    FORMAT_VERSION,
+    finish_index,
+    insert_names,
+    read_index_meta,
+    set_degrees,
+    start_index,
+    written_whole,
+)
 from kg_mcp.names.index import NameIndex
 from kg_mcp.profiles import Profile
 
@@ -147,10 +155,7 @@ def build_endpoint_index(
     started = time.perf_counter()
     run = _Counter(solutions, stop)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.unlink(missing_ok=True)
-    connection = sqlite3.connect(partial)
-    try:
+    with written_whole(path) as connection:
         start_index(connection)
         read = read if read is not None else [0]
         read[0] = 0
@@ -170,12 +175,6 @@ def build_endpoint_index(
         finish_index(
             connection, profile.label_predicates, profile.alias_predicates, languages, "", names, extra=extra
         )
-    except BaseException:
-        connection.close()
-        partial.unlink(missing_ok=True)
-        raise
-    connection.close()
-    os.replace(partial, path)
     report = BuildReport(names, read[0], len(entities), run.queries, time.perf_counter() - started, path.stat().st_size)
     log.info("name index of %s: %s", url, report.summary())
     return report

@@ -14,6 +14,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
@@ -80,20 +81,27 @@ def build_index(
     load, so an index left from an older load is recognised and rebuilt.
     """
     started = time.perf_counter()
-    path = Path(path)
+    with written_whole(Path(path)) as connection:
+        count = fill_index(connection, store, label_predicates, alias_predicates, languages, stamp, progress)
+    log.info("name index %s: %d names in %.1f s", path, count, time.perf_counter() - started)
+    return count
+
+
+@contextmanager
+def written_whole(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to a new index file that replaces `path` only when the block ends without error:
+    a failed or stopped build deletes its partial file and leaves the previous index as it was."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     connection = sqlite3.connect(partial)
     try:
-        count = fill_index(connection, store, label_predicates, alias_predicates, languages, stamp, progress)
+        yield connection
     except BaseException:
         connection.close()
         partial.unlink(missing_ok=True)
         raise
     connection.close()
     os.replace(partial, path)
-    log.info("name index %s: %d names in %.1f s", path, count, time.perf_counter() - started)
-    return count
 
 
 def fill_index(
