@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -113,3 +115,11 @@ def graph_iri_problem(iri: str) -> str | None:
     if _GRAPH_IRI.fullmatch(iri):
         return None
     return f"{iri!r} is not a graph IRI: write it in full, e.g. http://example.org/graph/movies"
+
+
+def cache_dir() -> Path:
+    """Where kg-mcp keeps what it can build again (benchmark stores, endpoint name indexes):
+    $KG_MCP_CACHE, else $XDG_CACHE_HOME/kg-mcp, else ~/.cache/kg-mcp."""
+    if os.environ.get("KG_MCP_CACHE"):
+        return Path(os.environ["KG_MCP_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kg-mcp"

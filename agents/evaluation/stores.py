@@ -10,7 +10,6 @@ that exists is complete.
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +19,7 @@ from kg_mcp.agents.evaluation.benchmarks import Benchmark
 from kg_mcp.agents.kg_client import KGClient
 
 from kg_mcp.errors import ConfigError
-
-
-def default_cache_dir() -> Path:
-    """$KG_MCP_CACHE, else $XDG_CACHE_HOME/kg-mcp, else ~/.cache/kg-mcp; stores go under stores/."""
-    if os.environ.get("KG_MCP_CACHE"):
-        return Path(os.environ["KG_MCP_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "kg-mcp"
+from kg_mcp.settings import cache_dir as settings_cache_dir
 
 
 def store_path(benchmark: Benchmark, cache_dir: Path | None = None) -> Path:
@@ -38,7 +30,7 @@ def store_path(benchmark: Benchmark, cache_dir: Path | None = None) -> Path:
         stat = kb.stat() if kb.exists() else None
         fingerprint.update(f"{kb.resolve()}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}\n".encode())
     stem = benchmark.kb_files[0].parent.name if benchmark.name.startswith("metaqa") else benchmark.name
-    return (cache_dir or default_cache_dir()) / "stores" / f"{stem}-{fingerprint.hexdigest()[:10]}"
+    return (cache_dir or settings_cache_dir()) / "stores" / f"{stem}-{fingerprint.hexdigest()[:10]}"
 
 
 def load_command(benchmark: Benchmark, store: Path) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
 import sys
 import threading
@@ -39,12 +38,10 @@ from kg_mcp.names.build import (
 )
 from kg_mcp.names.index import NameIndex
 from kg_mcp.profiles import Profile
+from kg_mcp.settings import cache_dir
 
 log = logging.getLogger(__name__)
 
-# Endpoints with up to this many labels and aliases (in the languages asked for) get their index
-# on their own at start; larger ones only through `kg-mcp index --sparql URL`.
-AUTO_MAX_LABELS = 2_000_000
 PAGE = 20_000  # label rows of the first query
 MAX_PAGE = 320_000  # a page answered within QUICK_PAGE_S doubles, up to this: fewer rows skipped by OFFSET
 QUICK_PAGE_S = 2.0
@@ -53,13 +50,6 @@ DEGREE_BATCH = 200  # entities whose degrees one query counts (an endpoint's req
 BUILT_BY_COMMAND = "kg-mcp index"
 
 Solutions = Callable[[str], Sequence]
-
-
-def cache_dir() -> Path:
-    """$KG_MCP_CACHE, else $XDG_CACHE_HOME/kg-mcp, else ~/.cache/kg-mcp (as for benchmark stores)."""
-    if os.environ.get("KG_MCP_CACHE"):
-        return Path(os.environ["KG_MCP_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kg-mcp"
 
 
 def index_key(url: str, graphs: Sequence[str]) -> str:
@@ -258,6 +248,11 @@ def fits(meta: dict | None, url: str, graphs: Sequence[str], profile: Profile, l
     }
 
 
+def young(meta: dict, max_age_days: float) -> bool:
+    """Whether the index recorded in `meta` was built within `max_age_days`."""
+    return time.time() - float(meta.get("built_at", 0)) <= max_age_days * 86400
+
+
 def open_index(path: Path) -> EndpointIndex:
     meta = read_index_meta(path) or {}
     return EndpointIndex(NameIndex.open(path), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
@@ -289,9 +284,9 @@ class EndpointNames:
         self._stop = threading.Event()
         meta = read_index_meta(self.path)
         if fits(meta, self.url, self.graphs, backend.profile, settings.languages):
-            young = time.time() - float(meta.get("built_at", 0)) <= settings.name_index_max_age_days * 86400
-            if meta.get("built_by") == BUILT_BY_COMMAND or young:
-                if not young:
+            recent = young(meta, settings.name_index_max_age_days)
+            if meta.get("built_by") == BUILT_BY_COMMAND or recent:
+                if not recent:
                     log.warning("the name index of %s is older than %s days: rebuild it with kg-mcp index --sparql %s "
                                 "--rebuild", self.url, settings.name_index_max_age_days, self.url)
                 self.current = open_index(self.path)

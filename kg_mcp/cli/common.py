@@ -48,19 +48,24 @@ def _store_options(func):
             callback=_remember_prefixes,
             help="Show and accept ids of namespace IRI as NAME:local (repeatable).",
         ),
-        click.option(
-            "--graph",
-            multiple=True,
-            metavar="IRI",
-            expose_value=False,  # read by _settings, as --prefix is
-            callback=_remember_graphs,
-            help="On an endpoint, read only this named graph (repeatable; KG_MCP_GRAPHS). "
-                 "Default: every graph but the engine's own.",
-        ),
+        graph_option,
     ]
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def graph_option(func):
+    """--graph IRI (repeatable), read by _settings as --prefix is, so no command's signature changes."""
+    return click.option(
+        "--graph",
+        multiple=True,
+        metavar="IRI",
+        expose_value=False,
+        callback=_remember_graphs,
+        help="On an endpoint, read only this named graph (repeatable; KG_MCP_GRAPHS). "
+             "Default: every graph but the engine's own.",
+    )(func)
 
 
 def _remember_prefixes(ctx: click.Context, param, values: tuple[str, ...]) -> None:

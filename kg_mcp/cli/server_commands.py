@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from kg_mcp.cli.common import _open, _settings, _store_options, main
+from kg_mcp.cli.common import _open, _settings, _store_options, chosen_graphs, graph_option, main
 from kg_mcp.errors import ConfigError
 from kg_mcp.profiles import PROFILES
 
@@ -137,14 +137,14 @@ def _any_server_options(func):
 @main.command()
 @click.option("--store", type=click.Path(exists=True, file_okay=False, path_type=Path), help="A store made by `kg-mcp load`.")
 @click.option("--sparql", "sparql_url", metavar="URL", help="A SPARQL endpoint: its index is cached under $KG_MCP_CACHE.")
-@click.option("--graph", "graphs", multiple=True, metavar="IRI", help="With --sparql: only this named graph (repeatable).")
+@graph_option
 @click.option("--rebuild", is_flag=True, help="With --sparql: build again even if the cached index is current.")
 @click.option("--degrees", is_flag=True,
               help="With --store: also record each entity's degree, so lookups rank without reading the store "
                    "(an endpoint's index always has them).")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
 @click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
-def index(store, sparql_url, graphs, rebuild, degrees, profile, languages):
+def index(store, sparql_url, rebuild, degrees, profile, languages):
     """(Re)build the name index that `find_entities` looks names up in, of a store or an endpoint.
 
     `kg-mcp load` builds a store's with the store, and a store without one gets it on first open;
@@ -155,9 +155,9 @@ def index(store, sparql_url, graphs, rebuild, degrees, profile, languages):
     if bool(store) == bool(sparql_url):
         raise ConfigError("Give one of --store DIR or --sparql URL.")
     if sparql_url:
-        _index_endpoint(sparql_url, graphs, rebuild, profile, languages)
+        _index_endpoint(sparql_url, rebuild, profile, languages)
         return
-    if graphs or rebuild:
+    if chosen_graphs() or rebuild:
         raise ConfigError("--graph and --rebuild go with --sparql; a store's index is always rebuilt.")
     settings = _settings(languages, False)
     import pyoxigraph as ox
@@ -181,26 +181,23 @@ def index(store, sparql_url, graphs, rebuild, degrees, profile, languages):
         click.echo(f"degrees recorded in {seconds:.1f} s", err=True)
 
 
-def _index_endpoint(url: str, graphs: tuple[str, ...], rebuild: bool, profile: str | None, languages) -> None:
-    import time
-
-    from kg_mcp.backends import open_endpoint
+def _index_endpoint(url: str, rebuild: bool, profile: str | None, languages) -> None:
     from kg_mcp.backends import endpoint_names as en
+    from kg_mcp.backends import open_endpoint
     from kg_mcp.errors import EndpointError
     from kg_mcp.names import read_index_meta
-    from kg_mcp.settings import graph_iri_problem
 
-    for graph in graphs:
-        if (problem := graph_iri_problem(graph)) is not None:
-            raise ConfigError(f"--graph: {problem}")
-    # Opened without a name index (this command builds it), reading only the graphs given.
-    settings = _settings(languages, False).model_copy(update={"name_index": False, "graphs": list(graphs)})
+    # Opened without a name index (this command builds it), reading the graphs of --graph or KG_MCP_GRAPHS.
+    settings = _settings(languages, False).model_copy(update={"name_index": False})
+    graphs = settings.graphs
     backend = open_endpoint(url, profile=profile, settings=settings)
     try:
         path = en.endpoint_index_path(url, graphs)
         meta = read_index_meta(path)
-        if not rebuild and en.fits(meta, url, graphs, backend.profile, settings.languages) and (
-            time.time() - float(meta.get("built_at", 0)) < settings.name_index_max_age_days * 86400
+        if (
+            not rebuild
+            and en.fits(meta, url, graphs, backend.profile, settings.languages)
+            and en.young(meta, settings.name_index_max_age_days)
         ):
             click.echo(f"name index of {url} is current ({meta['names']:,} names, {path}); --rebuild builds it again",
                        err=True)
