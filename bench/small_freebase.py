@@ -22,8 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyoxigraph as ox
+
 from kg_mcp.agents.evaluation.benchmarks import Question
 from kg_mcp.agents.evaluation.gold_query_walk import NotWalkable, gold_patterns
+from kg_mcp.profiles import FREEBASE_PROFILE
 
 NS = "http://rdf.freebase.com/ns/"
 NAME = NS + "type.object.name"
@@ -48,12 +51,11 @@ def _iri(local: str) -> str:
 
 
 def _literal(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    return f'"{escaped}"'
+    return str(ox.Literal(text))
 
 
 def _named(text: str) -> str:
-    return _literal(text) + "@en"
+    return str(ox.Literal(text, language="en"))
 
 
 def build(sets: dict[str, Iterable[Question]], out: Path, *, seed: int = 0, distractors: int = DISTRACTORS) -> SmallFreebase:
@@ -124,7 +126,7 @@ def _answer_terms(question: Question, values: bool) -> list[tuple[str, str | Non
     named = {alias[0]: alias[1] for alias in question.aliases if len(alias) > 1}
     out = []
     for answer in question.answers:
-        if answer.startswith(("m.", "g.")) and " " not in answer:
+        if FREEBASE_PROFILE.bare_id(answer) is not None:
             out.append((_iri(answer), named.get(answer)))
         elif values:
             out.append((_literal(answer), None))

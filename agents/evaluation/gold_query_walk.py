@@ -24,12 +24,15 @@ to start from, and chains longer or more numerous than `follow` takes.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pyoxigraph as ox
+
 from kg_mcp.errors import KGError
-from kg_mcp.profiles import FREEBASE, PROFILES
+from kg_mcp.ids import Vocabulary
+from kg_mcp.profiles import FREEBASE, FREEBASE_PROFILE, GENERIC, PROFILES
 
 MAX_HOPS = 6  # follow's limits (kg_mcp.tools.follow); a plan past them could not be walked in one call
 MAX_BRANCHES = 5
@@ -58,7 +61,6 @@ _HARMLESS_FUNCTIONS = frozenset({
     "ConditionalOrExpression", "ConditionalAndExpression", "UnaryNot", "RelationalExpression",
     "Builtin_isLITERAL", "Builtin_LANG", "Builtin_LANGMATCHES",
 })  # fmt: skip
-_FREEBASE_ENTITY = re.compile(r"[mg]\.[0-9a-z_]+")
 _QUERY_TOKENS = 100_000  # gold queries are read whole: no cap like the sparql tool's
 
 
@@ -115,7 +117,7 @@ def plan(query: str, topics: tuple[str, ...] | list[str] = (), profile: str = "f
     if isinstance(checked, NotWalkable):
         return checked
     parts, answer = checked
-    return _tree(parts, answer, _Compact(profile), topics)
+    return _tree(parts, answer, _compactor(profile), topics)
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,12 @@ def gold_patterns(query: str, profile: str = "freebase") -> GoldPatterns | NotWa
     """The triple patterns of a walkable gold query, to build a KG on which the query holds."""
     from rdflib.term import Variable
 
-    walk = plan(query, (), profile)
-    if isinstance(walk, NotWalkable):
+    checked = _checked(query)  # one parse serves the check and the patterns
+    if isinstance(checked, NotWalkable):
+        return checked
+    parts, answer = checked
+    if isinstance(walk := _tree(parts, answer, _compactor(profile), ()), NotWalkable):
         return walk
-    parts, answer = _checked(query)
     triples = _without_paths(parts.triples)
     bound = [tuple(parts.values.get(str(t), t) if isinstance(t, Variable) else t for t in triple) for triple in triples]
     return GoldPatterns(tuple(bound), answer)
@@ -275,23 +279,13 @@ def _short(expression) -> str:
 # --- the tree of patterns ----------------------------------------------------------------------
 
 
-class _Compact:
-    """Compact ids as the tools take them: Freebase's bare m.xxx and dotted relations, else prefix:local."""
-
-    def __init__(self, profile: str):
-        prefixes = PROFILES[profile].prefixes if profile in PROFILES else {}
-        self.namespaces = sorted(((ns, p) for p, ns in prefixes.items()), key=lambda x: -len(x[0]))
-
-    def __call__(self, iri: str) -> str:
-        if iri.startswith(FREEBASE):
-            return iri[len(FREEBASE) :]
-        for namespace, prefix in self.namespaces:
-            if iri.startswith(namespace) and iri != namespace:
-                return f"{prefix}:{iri[len(namespace):]}"
-        return f"<{iri}>"
+def _compactor(profile: str) -> Callable[[str], str]:
+    """Ids as the tools show and take them (Freebase's bare m.xxx and dotted relations, else prefix:local)."""
+    vocabulary = Vocabulary(PROFILES.get(profile, GENERIC))
+    return lambda iri: vocabulary.compact(ox.NamedNode(iri))
 
 
-def _tree(parts: _Parts, answer: str, compact: _Compact, topics) -> Walkable | NotWalkable:
+def _tree(parts: _Parts, answer: str, compact: Callable[[str], str], topics) -> Walkable | NotWalkable:
     from rdflib.term import Literal, URIRef, Variable
 
     # node ids: ("v", name) for a variable; ("c", i, iri) for a constant, one per pattern it is in
@@ -354,7 +348,7 @@ def _tree(parts: _Parts, answer: str, compact: _Compact, topics) -> Walkable | N
 def _is_schema(iri: str) -> bool:
     """A Freebase type or property (`location.location`), not an entity (`m.0f8l9c`): a pattern that
     ends on one is a class constraint (`?x kg.object_profile.prominent_type ns:location.location`)."""
-    return iri.startswith(FREEBASE) and not _FREEBASE_ENTITY.fullmatch(iri[len(FREEBASE) :])
+    return iri.startswith(FREEBASE) and FREEBASE_PROFILE.bare_id(iri[len(FREEBASE) :]) is None
 
 
 def _without_paths(triples: list[tuple]) -> list[tuple] | NotWalkable:

@@ -26,8 +26,9 @@ def key_query(key: str) -> str:
     >>> key_query('/en/a"b')
     'SELECT ?e WHERE { ?e <http://rdf.freebase.com/ns/type.object.key> "/en/a\\"b" } LIMIT 2'
     """
-    quoted = key.replace("\\", "\\\\").replace('"', '\\"')
-    return f'SELECT ?e WHERE {{ ?e <{KEY_PREDICATE}> "{quoted}" }} LIMIT 2'
+    import pyoxigraph as ox
+
+    return f"SELECT ?e WHERE {{ ?e <{KEY_PREDICATE}> {ox.Literal(key)} }} LIMIT 2"
 
 
 async def _by_key(kg: KGClient, key: str, backend: Any) -> str | None:

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from kg_mcp.errors import InvalidInput
+from kg_mcp.profiles import COMMON_PREFIXES
 
 # --- the SPARQL 1.1 terminals (https://www.w3.org/TR/sparql11-query/#terminals) -----------------
 _PN_CHARS_BASE = (
@@ -72,12 +73,7 @@ _LOCAL_ESCAPE = re.compile(r"\\(.)")
 _VIRTUOSO_OPERATORS = {"OR": "||", "AND": "&&"}
 # Prefixes Virtuoso (and rdflib) know without a declaration, which the papers' gold queries use
 # undeclared (CWQ's `ORDER BY xsd:datetime(?sk0)`); pyoxigraph knows none.
-_PREDECLARED = {
-    "xsd": "http://www.w3.org/2001/XMLSchema#",
-    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
-    "owl": "http://www.w3.org/2002/07/owl#",
-}
+_PREDECLARED = {prefix: COMMON_PREFIXES[prefix] for prefix in ("xsd", "rdf", "rdfs", "owl")}
 _VIRTUOSO_CASTS = {"datetime": "dateTime"}  # Virtuoso's spelling of the xsd:dateTime cast, in CWQ's queries
 
 
