@@ -130,6 +130,15 @@ def test_an_unknown_graph_is_refused_at_start_naming_those_there(engine_url):
     assert "http://example.org/graph/typo" in message and MOVIES in message and PEOPLE in message
 
 
+@pytest.mark.parametrize("discovery", [True, False])
+def test_graphs_named_in_the_url_and_by_graph_are_refused_before_any_request(discovery):
+    # Nothing listens on this port: the refusal must come before the first request, discovery or not.
+    url = "http://127.0.0.1:9/sparql?default-graph-uri=urn%3Aa"
+    settings = Settings(graphs=["urn:b"], prefix_discovery=discovery)
+    with pytest.raises(ConfigError, match="either in the URL or with --graph"):
+        open_endpoint(url, settings=settings)
+
+
 def test_oxigraph_named_graphs_alone_are_read_without_graph(oxigraph_url, sources):
     # `oxigraph serve` keeps its default graph apart from the named graphs: with the default graph
     # empty, the named graphs are what the endpoint holds, so they are read.

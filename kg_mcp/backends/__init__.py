@@ -10,7 +10,7 @@ import pyoxigraph as ox
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.endpoint_names import EndpointNames
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
-from kg_mcp.backends.named_graphs import CHOSEN, GraphPlan, plan_graphs
+from kg_mcp.backends.named_graphs import first_plan, plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
@@ -106,7 +106,7 @@ def open_endpoint(url: str, *, profile: str | None = None, settings: Settings | 
         # else the default graph.
         look = settings.prefix_discovery
         chosen_graphs = tuple(settings.graphs)
-        plan = GraphPlan(chosen_graphs, chosen_graphs, CHOSEN) if chosen_graphs else GraphPlan()
+        plan = first_plan(url, chosen_graphs)
         # Wikidata's query service is a triple store (Blazegraph in triples mode): no graphs to list.
         if look and (settings.graphs or profile != "wikidata"):
             try:

@@ -152,13 +152,9 @@ def list_graphs(
     return found
 
 
-def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean, engine=lambda: None) -> GraphPlan:
-    """The graphs to read on the endpoint at `url`; a ConfigError when a chosen one holds nothing.
-
-    `solutions(query)` runs a SELECT and `boolean(query)` an ASK, both without a dataset;
-    `engine()` names the engine once an answer has said (kg_mcp.backends.http_transport).
-    """
-    chosen = tuple(chosen)
+def first_plan(url: str, chosen: tuple[str, ...]) -> GraphPlan:
+    """The graphs read before anything is asked of the endpoint: those its URL names, the chosen ones,
+    or its default graph; a ConfigError when both the URL and --graph name graphs."""
     if url_names_graphs(url):
         if chosen:
             raise ConfigError(
@@ -166,6 +162,19 @@ def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean, engine=lamb
                 "give them either in the URL or with --graph, not both."
             )
         return GraphPlan(reason="the graphs named in the endpoint URL")
+    return GraphPlan(graphs=chosen, listed=chosen, reason=CHOSEN) if chosen else GraphPlan()
+
+
+def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean, engine=lambda: None) -> GraphPlan:
+    """The graphs to read on the endpoint at `url`; a ConfigError when a chosen one holds nothing.
+
+    `solutions(query)` runs a SELECT and `boolean(query)` an ASK, both without a dataset;
+    `engine()` names the engine once an answer has said (kg_mcp.backends.http_transport).
+    """
+    chosen = tuple(chosen)
+    start = first_plan(url, chosen)
+    if url_names_graphs(url):
+        return start
     if chosen:
         missing = [g for g in chosen if not _holds_triples(boolean, g)]
         if missing:
@@ -178,7 +187,7 @@ def plan_graphs(url: str, chosen: Iterable[str], solutions, boolean, engine=lamb
                 + (f"Its data graphs: {there}." if data else "It lists no named graphs holding data.")
                 + " Run `kg-mcp info --sparql URL` to see them with their sizes."
             )
-        return GraphPlan(graphs=chosen, listed=chosen, reason=CHOSEN)
+        return start
     listed = tuple(list_graphs(solutions, engine))
     data = tuple(g for g in listed if not engine_of_graph(g))
     if not data or len(listed) >= LISTED_GRAPHS:
