@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from bench import agent_measures, hostile, protocol_measures, remote_tls, scale_measures, store_measures
-from bench.common import Row, print_table
+from bench.common import Row, print_table, triples_count
 from bench.scale_virtuoso import scale_virtuoso
 
 SIZES = {
@@ -48,7 +48,7 @@ def main() -> int:
     size = SIZES[mode]
     only = set(filter(None, args.only.split(",")))
     if args.scale_sizes:
-        size["scale"] = [_triples(n) for n in args.scale_sizes.split(",")]
+        size["scale"] = [triples_count(n) for n in args.scale_sizes.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
     store_measures.label_check()
 
@@ -87,12 +87,6 @@ def main() -> int:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print_table(rows, f"kg-mcp bench, {mode} mode, {time.perf_counter() - started:.0f} s on {machine}")
     return 0
-
-
-def _triples(text: str) -> int:
-    """`20000`, `2e4`, `1M` or `500k`."""
-    scale = {"k": 1_000, "M": 1_000_000}.get(text.strip()[-1:], 1)
-    return int(float(text.strip().rstrip("kM")) * scale)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,12 @@ def timed_child(code: str) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+def triples_count(text: str) -> int:
+    """`20000`, `2e4`, `1M` or `500k`."""
+    scale = {"k": 1_000, "M": 1_000_000}.get(text.strip()[-1:], 1)
+    return int(float(text.strip().rstrip("kM")) * scale)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")

@@ -22,33 +22,19 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+from bench.common import DATA, free_port, stop, wait_http
+from bench.store_measures import metaqa_store
 
 
 def oxigraph_serve(location: Path, source: Path, port: int) -> subprocess.Popen:
     cli = shutil.which("oxigraph") or str(Path(sys.executable).parent / "oxigraph")
     if not (location / "CURRENT").exists():
         subprocess.run([cli, "load", "--location", str(location), "--file", str(source)], check=True, capture_output=True)
+    # Its output is not read: a pipe left full over thousands of queries would stall it.
     process = subprocess.Popen([cli, "serve-read-only", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import urllib.request
-
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_http(f"http://127.0.0.1:{port}/", timeout=30)
     return process
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:
@@ -65,13 +51,10 @@ def main() -> None:
     from kg_mcp.agents.evaluation.lookup import cases_for, format_lookup, run_lookup, topics_from_names
     from kg_mcp.backends import open_endpoint, open_store
     from kg_mcp.backends.endpoint_names import build_endpoint_index
-    from kg_mcp.loading import load_sources
     from kg_mcp.settings import Settings
     from kg_mcp.tools import find_entities
 
-    store_dir, nt = args.work / "metaqa.store", args.work / "metaqa.nt"
-    if not store_dir.is_dir():
-        load_sources([DATA / "metaqa" / "kb.txt"], store_dir, progress=False)
+    store_dir, nt = metaqa_store(args.work), args.work / "metaqa.nt"
     if not nt.exists():
         ox.Store.read_only(str(store_dir)).dump(str(nt), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
     port = free_port()
@@ -114,8 +97,7 @@ def main() -> None:
         if args.virtuoso:
             virtuoso_rows(args.work, nt, evaluate)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop(server)
 
 
 def virtuoso_rows(work: Path, nt: Path, evaluate) -> None:

@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench.common import percentile, triples_count
 from bench.freebase_shape import Layout, entity_name, write_freebase
+from bench.scale_measures import size_label
 from kg_mcp.backends import open_store
 from kg_mcp.backends.engine_answers import solutions_of
 from kg_mcp.backends.name_degrees import add_store_degrees
@@ -34,17 +36,8 @@ from kg_mcp.tools import find_entities
 ROUNDS = 4  # alternating rounds of each index
 
 
-def _label(triples: int) -> str:
-    return f"{triples // 1_000_000}M" if triples % 1_000_000 == 0 else f"{triples // 1000}k"
-
-
-def _triples(text: str) -> int:
-    scale = {"k": 1_000, "M": 1_000_000}.get(text[-1:], 1)
-    return int(float(text.rstrip("kM")) * scale)
-
-
 def _store(work: Path, triples: int) -> Path:
-    label = _label(triples)
+    label = size_label(triples)
     store = work / f"freebase-{label}.store"
     if not store.is_dir():
         source = write_freebase(work / f"freebase-{label}.nt", triples)
@@ -66,14 +59,14 @@ def _names(triples: int, calls: int) -> dict[str, list[str]]:
 def measure(work: Path, triples: int, calls: int) -> dict:
     store_dir = _store(work, triples)
     plain_file = index_path(store_dir)
-    with_degrees = work / f".freebase-{_label(triples)}.names-with-degrees.sqlite"
+    with_degrees = work / f".freebase-{size_label(triples)}.names-with-degrees.sqlite"
     backend = open_store(store_dir)
     if not with_degrees.exists():
         shutil.copyfile(plain_file, with_degrees)
         seconds = add_store_degrees(with_degrees, lambda query: solutions_of(backend.store.query(query)),
                                     backend.profile, Settings().degree_cap, progress=False)
-        (work / f".freebase-{_label(triples)}.degree-seconds").write_text(f"{seconds}")
-    fill_s = float((work / f".freebase-{_label(triples)}.degree-seconds").read_text())
+        (work / f".freebase-{size_label(triples)}.degree-seconds").write_text(f"{seconds}")
+    fill_s = float((work / f".freebase-{size_label(triples)}.degree-seconds").read_text())
     indexes = {"without": NameIndex.open(plain_file), "with": NameIndex.open(with_degrees)}
     settings = Settings()
     names = _names(triples, calls)
@@ -97,7 +90,7 @@ def measure(work: Path, triples: int, calls: int) -> dict:
         "index_mb": plain_file.stat().st_size / 2**20,
         "index_degrees_mb": with_degrees.stat().st_size / 2**20,
         "p50": {key: statistics.median(v) * 1e3 for key, v in seconds.items()},
-        "p99": {key: sorted(v)[int(0.99 * (len(v) - 1))] * 1e3 for key, v in seconds.items()},
+        "p99": {key: percentile(v, 0.99) * 1e3 for key, v in seconds.items()},
     }
 
 
@@ -108,28 +101,28 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    sizes = sorted(_triples(s) for s in args.sizes.split(","))
+    sizes = sorted(triples_count(s) for s in args.sizes.split(","))
     results = {}
     for triples in sizes:
         results[triples] = measure(args.work, triples, args.calls)
         r = results[triples]
-        print(f"[names] {_label(triples)}: {r}", file=sys.stderr, flush=True)
+        print(f"[names] {size_label(triples)}: {r}", file=sys.stderr, flush=True)
     base = results[sizes[0]]["p50"]
     print("| size | call | p50 without degrees (p99) | p50 with degrees (p99) | with / without | "
-          f"with / without at {_label(sizes[0])} | without / {_label(sizes[0])} | with / {_label(sizes[0])} |")
+          f"with / without at {size_label(sizes[0])} | without / {size_label(sizes[0])} | with / {size_label(sizes[0])} |")
     print("|---|---|---|---|---|---|---|---|")
     for triples in sizes:
         r = results[triples]
         for kind in ("exact", "typed"):
             a, b = r["p50"][("without", kind)], r["p50"][("with", kind)]
-            print(f"| {_label(triples)} | {kind} | {a:.2f} ({r['p99'][('without', kind)]:.1f}) ms | "
+            print(f"| {size_label(triples)} | {kind} | {a:.2f} ({r['p99'][('without', kind)]:.1f}) ms | "
                   f"{b:.2f} ({r['p99'][('with', kind)]:.1f}) ms | {b / a:.2f} | "
                   f"{base[('with', kind)] / base[('without', kind)]:.2f} | {a / base[('without', kind)]:.2f} | "
                   f"{b / base[('with', kind)]:.2f} |")
     print()
     for triples in sizes:
         r = results[triples]
-        print(f"{_label(triples)}: degrees recorded in {r['fill_s']:.1f} s; index {r['index_mb']:,.1f} MB, "
+        print(f"{size_label(triples)}: degrees recorded in {r['fill_s']:.1f} s; index {r['index_mb']:,.1f} MB, "
               f"with degrees {r['index_degrees_mb']:,.1f} MB")
 
 
