@@ -138,7 +138,7 @@ class RemoteBackend(SparqlBackend):
             # "oceans" "Ocean's". A bounded label scan that ignores accents and apostrophes does.
             found = dict(self._loose_label_matches(name, limit * 4))
             method += f" found nothing; then {_LOOSE_METHOD}"
-        return method, [(n, m, 0) for n, m in found.items()]
+        return method, [(n, m, 0, None) for n, m in found.items()]
 
     def _loose_label_matches(self, name: str, limit: int) -> list[tuple[ox.NamedNode, str]]:
         """Labels that begin with `name` once both are folded (kg_mcp.names.fold): the whole name first."""

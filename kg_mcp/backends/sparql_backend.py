@@ -42,6 +42,8 @@ _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only whi
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _YEAR = 9  # Wikibase time precisions: 9 year, 10 month, 11 day (lower: decade, century, ...)
 _MONTH = 10
+# A name matcher's answer: (entity, match kind, order within the kind, degree a name index recorded or None).
+Match = tuple[ox.NamedNode, str, int, int | None]
 
 
 def with_precision(value: Term | None, precision: Term | None) -> Term | None:
@@ -367,10 +369,10 @@ class SparqlBackend(Backend):
             found[node] = ("id", 0)
         method, matches = self._name_matches(name, limit)
         recorded: dict[ox.NamedNode, int] = {}  # degrees a name index holds: no need to count them
-        for n, match, edits, *degree in matches:
+        for n, match, edits, degree in matches:
             found.setdefault(n, (match, edits))
-            if degree and degree[0] is not None:
-                recorded.setdefault(n, degree[0])
+            if degree is not None:
+                recorded.setdefault(n, degree)
         order = self._MATCH_RANK
         # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
         candidates: list[ox.NamedNode] = []
@@ -385,19 +387,19 @@ class SparqlBackend(Backend):
         descriptions = self.descriptions(ranked)
         return Lookup([EntityHit(n, labels.get(n), descriptions.get(n), degrees[n], found[n][0]) for n in ranked], method)
 
-    def _indexed_matches(self, index: NameIndex, name: str, limit: int) -> list[tuple[ox.NamedNode, str, int, int | None]]:
+    def _indexed_matches(self, index: NameIndex, name: str, limit: int) -> list[Match]:
         """(entity, match kind, order within the kind, degree recorded or None) from a name index."""
         pool = max(limit * 2, 10)  # candidates per tier whose degrees are compared
         return [(ox.NamedNode(m.entity), m.kind, m.order, m.degree) for m in index.lookup(name, pool, fill=limit)]
 
-    def _name_matches(self, name: str, limit: int) -> tuple[str, list[tuple]]:
-        """(method, [(entity, match kind, order within the kind[, degree])]): the exact label query,
-        then a label scan where affordable."""
+    def _name_matches(self, name: str, limit: int) -> tuple[str, list[Match]]:
+        """(method, [(entity, match kind, order within the kind, degree recorded or None)]): the exact
+        label query, then a label scan where affordable. Every matcher answers in this shape."""
         found: dict[ox.NamedNode, str] = {n: "exact" for n in self._nodes_labelled(name, limit * 2)}
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):
                 found.setdefault(n, match)
-        return self._label_method(), [(n, m, 0) for n, m in found.items()]
+        return self._label_method(), [(n, m, 0, None) for n, m in found.items()]
 
     def _label_method(self) -> str:
         return "label queries (exact, case-insensitive, prefix)" if self.label_scan else "exact label query"
