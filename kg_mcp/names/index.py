@@ -70,7 +70,7 @@ class NameIndex:
         self.where = where
         # An index written before degrees were recorded has no such column: read as unknown.
         columns = {row[1] for row in connection.execute("PRAGMA table_info(names)")}
-        self._degree = "degree" if "degree" in columns else "NULL"
+        self._degree = "n.degree" if "degree" in columns else "NULL"  # names are read as `names n`
 
     @classmethod
     def open(cls, path: str | Path) -> NameIndex:
@@ -110,7 +110,8 @@ class NameIndex:
     def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
         # Best connected first where the index records degrees (else NULLs: the order of the rows).
         rows = self._rows(
-            f"SELECT entity, label, alias, {self._degree} FROM names WHERE folded = ? ORDER BY {self._degree} DESC, id LIMIT ?",
+            f"SELECT n.entity, n.label, n.alias, {self._degree} FROM names n WHERE n.folded = ? "
+            f"ORDER BY {self._degree} DESC, n.id LIMIT ?",
             (folded, pool * 4),
         )
         return [
@@ -182,7 +183,7 @@ class NameIndex:
         # words' rowids, so only the names kept are read, however many share a common word. Two
         # rows per name kept, as an entity may match by its label and an alias.
         rows = self._rows(
-            f"SELECT n.entity, n.label, n.folded, {'n.degree' if self._degree == 'degree' else 'NULL'} FROM "
+            f"SELECT n.entity, n.label, n.folded, {self._degree} FROM "
             "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) AS m "
             f"JOIN names n ON n.id = m.rowid & {_NAME_ID} ORDER BY m.rowid",
             (query, pool * 2),
