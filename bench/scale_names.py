@@ -26,7 +26,6 @@ from bench.common import percentile, triples_count
 from bench.freebase_shape import Layout, entity_name, write_freebase
 from bench.scale_measures import size_label
 from kg_mcp.backends import open_store
-from kg_mcp.backends.engine_answers import solutions_of
 from kg_mcp.backends.name_degrees import add_store_degrees
 from kg_mcp.loading import load_sources
 from kg_mcp.names import NameIndex, index_path
@@ -63,8 +62,7 @@ def measure(work: Path, triples: int, calls: int) -> dict:
     backend = open_store(store_dir)
     if not with_degrees.exists():
         shutil.copyfile(plain_file, with_degrees)
-        seconds = add_store_degrees(with_degrees, lambda query: solutions_of(backend.store.query(query)),
-                                    backend.profile, Settings().degree_cap, progress=False)
+        seconds = add_store_degrees(with_degrees, backend.store, backend.profile, Settings().degree_cap, progress=False)
         (work / f".freebase-{size_label(triples)}.degree-seconds").write_text(f"{seconds}")
     fill_s = float((work / f".freebase-{size_label(triples)}.degree-seconds").read_text())
     indexes = {"without": NameIndex.open(plain_file), "with": NameIndex.open(with_degrees)}

@@ -9,12 +9,14 @@ import sqlite3
 
 import anyio
 import pytest
+import pyoxigraph as ox
 from conftest import _oxigraph_serve
 from mcp import Client
 from test_cli import failed, kg_mcp, ok
 
 from kg_mcp.backends import open_endpoint, open_store
 from kg_mcp.backends.endpoint_names import build_endpoint_index, endpoint_index_path
+from kg_mcp.backends.name_degrees import store_degrees
 from kg_mcp.errors import EndpointError
 from kg_mcp.loading import load_sources
 from kg_mcp.names import NameIndex, index_path, read_index_meta
@@ -250,6 +252,22 @@ def test_kg_mcp_index_records_a_stores_degrees(tmp_path):
     try:
         hit = find_entities(backend, Settings(), "Messi", 5).data.entities[0]
         assert (hit.label, hit.degree) == ("Lionel_MESSI", 5)
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("cap", [2, 100])
+def test_a_stores_degrees_read_from_its_indexes_are_the_ones_the_query_counts(tmp_path, cap):
+    source = tmp_path / "football.nt"
+    source.write_text("\n".join(football_lines()) + "\n", encoding="utf-8")
+    load_sources([source], tmp_path / "store", progress=False)
+    backend = open_store(tmp_path / "store", settings=Settings(degree_cap=cap))
+    try:
+        with sqlite3.connect(index_path(tmp_path / "store")) as connection:
+            entities = sorted({e for (e,) in connection.execute("SELECT entity FROM names")})
+        read = dict(store_degrees(backend.store, backend.profile, entities, cap, progress=False))
+        assert read == {e: backend._degree(ox.NamedNode(e)) for e in entities}
+        assert max(read.values()) == (2 * cap if cap == 2 else 5)  # the cap bounds each direction
     finally:
         backend.close()
 

@@ -37,6 +37,7 @@ from kg_mcp.names.build import (
     written_whole,
 )
 from kg_mcp.names.index import NameIndex
+from kg_mcp.names.pairs import ensure_word_pairs
 from kg_mcp.profiles import Profile
 from kg_mcp.settings import cache_dir
 
@@ -255,6 +256,7 @@ def young(meta: dict, max_age_days: float) -> bool:
 
 def open_index(path: Path) -> EndpointIndex:
     meta = read_index_meta(path) or {}
+    ensure_word_pairs(path)
     return EndpointIndex(NameIndex.open(path), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
 
 

@@ -1,4 +1,5 @@
-"""Each named entity's degree, counted in batches by SPARQL, for the name index to record.
+"""Each named entity's degree, for the name index to record: counted in batches by SPARQL on an
+endpoint, read from the indexes of a local store.
 
 With degrees in the index a lookup ranks its candidates without counting their edges, which on an
 endpoint is a query per candidate and on a large store a read per candidate that mostly waits for
@@ -20,6 +21,7 @@ import pyoxigraph as ox
 from tqdm import tqdm
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends import store_patterns
 from kg_mcp.errors import EndpointError
 from kg_mcp.names.build import set_degrees
 from kg_mcp.profiles import Profile
@@ -27,7 +29,6 @@ from kg_mcp.profiles import Profile
 log = logging.getLogger(__name__)
 
 Solutions = Callable[[str], Sequence]
-STORE_BATCH = 1000  # entities per query on a local store (no request to keep small)
 
 
 def count_degrees(
@@ -68,7 +69,21 @@ def _count(run: Solutions, query: str) -> int:
     return 0
 
 
-def add_store_degrees(index_file: Path, run: Solutions, profile: Profile, cap: int, progress: bool = True) -> float:
+def store_degrees(store: ox.Store, profile: Profile, entities: list[str], cap: int, progress: bool = True) -> Iterator[tuple[str, int]]:
+    """(entity, degree) as `count_degrees` counts them, read from a local store's indexes: no query
+    to parse and plan per batch, and a hub's edges are read only up to the cap."""
+    unhidden = profile.unhide_for_subjects_in or ("\0",)
+    with tqdm(desc="degrees", total=len(entities), unit=" entities", unit_scale=True, file=sys.stderr,
+              disable=None if progress else True) as bar:
+        for i, entity in enumerate(entities):
+            hidden = None if entity.startswith(unhidden) else profile.is_hidden
+            yield entity, store_patterns.degree(store, ox.NamedNode(entity), hidden, cap)
+            if i % 10_000 == 9_999:
+                bar.update(10_000)
+        bar.update(len(entities) % 10_000)
+
+
+def add_store_degrees(index_file: Path, store: ox.Store, profile: Profile, cap: int, progress: bool = True) -> float:
     """Record degrees in a store's name index file (a copy is filled, then renamed over it); returns seconds."""
     started = time.perf_counter()
     partial = index_file.with_name(f".{index_file.name}.{os.getpid()}.degrees")
@@ -78,7 +93,7 @@ def add_store_degrees(index_file: Path, run: Solutions, profile: Profile, cap: i
         try:
             connection.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
             entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
-            set_degrees(connection, count_degrees(run, profile, entities, cap, STORE_BATCH, progress))
+            set_degrees(connection, store_degrees(store, profile, entities, cap, progress))
             connection.execute("INSERT OR REPLACE INTO meta VALUES ('degree_cap', ?)", (str(cap),))
             connection.commit()
         finally:

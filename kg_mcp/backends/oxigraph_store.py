@@ -113,6 +113,20 @@ class OxigraphBackend(SparqlBackend):
             self._consider_label(found, node, predicate, literal)
         return found
 
+    def _best_literals(self, nodes, predicates) -> dict:
+        """As over SPARQL (the first predicate in the first preferred language, else untagged, else
+        any language), read from the store's indexes: a lookup shows every hit's label and
+        description, and two queries cost more than the reads."""
+        languages = {lang: i for i, lang in enumerate(self.settings.languages)}
+        order = {ox.NamedNode(p): i for i, p in enumerate(predicates)}
+        best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
+        for node, predicate, literal in self._read(list, store_patterns.literals(self.store, nodes, list(order))):
+            lang = literal.language or ""
+            rank = (languages.get(lang, len(languages) + bool(lang)), order[predicate])
+            if node not in best or rank < best[node][0]:
+                best[node] = (rank, literal.value)
+        return {node: text for node, (_, text) in best.items()}
+
     def _read(self, read: Callable, *args):
         """`read(*args)`, a read of the store; its errors in our words."""
         try:

@@ -80,3 +80,29 @@ def labels(
                 literal = quad.object
                 if isinstance(literal, ox.Literal) and (literal.language or "") in wanted:
                     yield node, predicate, literal
+
+
+def literals(
+    store: ox.Store, nodes: Iterable[ox.NamedNode], predicates: Sequence[ox.NamedNode]
+) -> Iterator[tuple[ox.NamedNode, ox.NamedNode, ox.Literal]]:
+    """(node, predicate, literal) for every literal of `nodes` along `predicates`, in any language."""
+    for node in nodes:
+        for predicate in predicates:
+            for quad in store.quads_for_pattern(node, predicate, None, DEFAULT_GRAPH):
+                if isinstance(quad.object, ox.Literal):
+                    yield node, predicate, quad.object
+
+
+def degree(store: ox.Store, node: ox.NamedNode, hidden: Callable[[str], bool] | None, cap: int) -> int:
+    """Edges of `node` whose predicate is not `hidden`, each direction counted up to `cap` (the
+    count of `_queries.degree`, read from the indexes)."""
+    total = 0
+    for quads in (store.quads_for_pattern(node, None, None, DEFAULT_GRAPH), store.quads_for_pattern(None, None, node, DEFAULT_GRAPH)):
+        counted = 0
+        for quad in quads:
+            if counted == cap:
+                break
+            if hidden is None or not hidden(quad.predicate.value):
+                counted += 1
+        total += counted
+    return total

@@ -172,12 +172,10 @@ def index(store, sparql_url, rebuild, degrees, profile, languages):
     count = build_store_index(opened, store, profile=chosen, languages=settings.languages)
     click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
     if degrees:
-        from kg_mcp.backends.engine_answers import solutions_of
         from kg_mcp.backends.name_degrees import add_store_degrees
         from kg_mcp.names import index_path
 
-        seconds = add_store_degrees(index_path(store), lambda query: solutions_of(opened.query(query)), chosen,
-                                    settings.degree_cap)
+        seconds = add_store_degrees(index_path(store), opened, chosen, settings.degree_cap)
         click.echo(f"degrees recorded in {seconds:.1f} s", err=True)
 
 

@@ -22,6 +22,7 @@ import pyoxigraph as ox
 from tqdm import tqdm
 
 from kg_mcp.names.fold import fold_joined_many, fold_many
+from kg_mcp.names.pairs import add_word_pairs
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
                    alias INTEGER NOT NULL, degree INTEGER);
 """
+# Each FTS5 table is merged into one segment once filled ('optimize'): a word is then looked up
+# in one b-tree, not in each of the segments left by the inserts (a third of an exact name's lookup).
 # A name's rowid in `words` is its length in the high bits and its id in the low ID_BITS:
 # FTS5 returns matches in rowid order, so a query for a word that thousands of names
 # share reads the shortest of them first and can stop after a few. `words` keeps no copy of the
@@ -50,6 +53,7 @@ _INDEXES = f"""
 CREATE INDEX names_folded ON names(folded);
 CREATE VIRTUAL TABLE words USING fts5(folded, content='', tokenize='ascii', detail='none');
 INSERT INTO words(rowid, folded) SELECT (length(folded) << {ID_BITS}) | id, folded FROM names ORDER BY 1;
+INSERT INTO words(words) VALUES('optimize');
 CREATE VIRTUAL TABLE word_list USING fts5vocab(words, 'row');
 CREATE TABLE terms(term TEXT PRIMARY KEY, backwards TEXT NOT NULL, docs INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -58,6 +62,7 @@ DROP TABLE word_list;
 CREATE INDEX terms_backwards ON terms(backwards);
 CREATE VIRTUAL TABLE term_grams USING fts5(term, tokenize='trigram');
 INSERT INTO term_grams(term) SELECT term FROM terms WHERE length(term) >= 3;
+INSERT INTO term_grams(term_grams) VALUES('optimize');
 """
 
 
@@ -165,6 +170,7 @@ def finish_index(
     while batch := terms.fetchmany(_BATCH):
         connection.executemany("INSERT INTO terms VALUES (?, ?, ?)", [(t, t[::-1], n) for t, n in batch])
     connection.executescript(_TERM_INDEXES)
+    add_word_pairs(connection)
     meta = {
         "version": FORMAT_VERSION,
         "languages": list(languages),

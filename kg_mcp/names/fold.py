@@ -15,6 +15,7 @@ from itertools import accumulate
 
 _APOSTROPHES = re.compile(r"['’`´ʼ]")  # joined, not split: "Ocean's" is typed "oceans"
 _WORD = re.compile(r"[^\W_]+")
+_FTS_TOKEN = re.compile(r"[A-Za-z0-9\x80-\U0010ffff]+")  # what FTS5's ascii tokenizer keeps as words
 _INSIDE = re.compile(r"(?<=\w)[^\w\s]+(?=\w)|(?<=\w)\.")  # punctuation between letters, or a full stop
 _COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")  # accents
 # Letters that Unicode does not decompose into a base letter and an accent.
@@ -53,6 +54,18 @@ def words(text: str) -> list[str]:
     (['spielberg', 'steven'], [])
     """
     return _WORD.findall(fold(text))
+
+
+def fts_tokens(word: str) -> list[str]:
+    """`word` cut where FTS5's ascii tokenizer cuts it: at ASCII characters other than letters and digits.
+
+    The index has no positions (detail=none), so a quoted word that FTS5 reads as two tokens would
+    be a phrase query, which it refuses; the typed words are cut the same way the names were.
+
+    >>> fts_tokens("q727\u19bfzq9mark"), fts_tokens("mecklenburg-strelitz")
+    (['q727\u19bfzq9mark'], ['mecklenburg', 'strelitz'])
+    """
+    return _FTS_TOKEN.findall(word)
 
 
 _SEPARATORS = re.compile(r"(?:[^\w\n]|_)+")  # what `fold` drops between words; newlines kept apart

@@ -8,7 +8,6 @@ or two edits of the typed ones. The backend orders each tier by degree.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import threading
 from dataclasses import dataclass, replace
@@ -17,18 +16,22 @@ from pathlib import Path
 from rapidfuzz.distance import OSA
 
 from kg_mcp.names.build import ID_BITS
-from kg_mcp.names.fold import fold, fold_joined
+from kg_mcp.names.fold import fold, fold_joined, fts_tokens
 from kg_mcp.names.fold import words as fold_words
+from kg_mcp.names.pairs import TABLE as PAIRS_TABLE
+from kg_mcp.names.pairs import has_word_pairs, pair_token
 
 log = logging.getLogger(__name__)
 
 # The order of the tiers; a lower number ranks first.
 TIERS = {"exact": 0, "folded": 1, "alias": 2, "words": 3, "fuzzy": 4, "semantic": 5}
-_FTS_TOKEN = re.compile(r"[A-Za-z0-9\x80-\U0010ffff]+")
 _CANDIDATE_TERMS = 5_000  # words looked at per piece of a mistyped word
 _NAME_ID = (1 << ID_BITS) - 1  # the name's id, in a rowid of `words`
 _WIDER = 3  # words-tier names read per name kept
 _COMPLETIONS = 32  # words an unfinished last word may begin, OR-ed (past it: FTS5's prefix query)
+_MAPPED = 1 << 36  # bytes of the index file mapped (SQLite caps it at its own build's limit)
+_FEW_NAMES = 200  # a word list this short is read whole: single words are asked, not pairs
+_FUZZY_PAIRS = 32  # spellings of two neighbouring mistyped words asked as pairs (each is a probe)
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,13 @@ class NameIndex:
         # An index written before degrees were recorded has no such column: read as unknown.
         columns = {row[1] for row in connection.execute("PRAGMA table_info(names)")}
         self._degree = "n.degree" if "degree" in columns else "NULL"  # names are read as `names n`
+        self._pairs = has_word_pairs(connection)
 
     @classmethod
     def open(cls, path: str | Path) -> NameIndex:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        # Pages read through a mapping, not a system call each: a lookup reads a few dozen, scattered.
+        connection.execute(f"PRAGMA mmap_size = {_MAPPED}")
         return cls(connection, str(path))
 
     def close(self) -> None:
@@ -123,33 +129,56 @@ class NameIndex:
         # The last word may be unfinished ("Steven Spielb"): then it is a prefix. A prefix query costs
         # several times a word query, so a last word indexed as typed is first taken whole, and
         # completed only if that leaves the list short.
-        last = words[-1]
-        head = [_quoted(w) for w in words[:-1]]
+        last, head = words[-1], words[:-1]
         indexed = self._indexed(set(words))
-        if not set(words[:-1]) <= indexed:
+        if not set(head) <= indexed.keys():
             return []  # a word besides the last one is in no name: nothing has every word
         # More names than kept are read, so that the names ending with a typed word are found among them.
         wide = pool * _WIDER
         found: list[NameMatch] = []
         if last in indexed:
-            whole = self._matching(" AND ".join([*head, _quoted(last)]), wide, known, "words", 0, words)
+            whole = self._matching(*self._all_of(head, {last: indexed[last]}, indexed), wide, known, "words", 0, words)
             found = _completed(whole, words)
             if len(known) + len(found) >= fill:
                 return found[:pool]
-        if len(last) >= 2 and (completions := self._completions(last)):
+        if len(last) < 2:
+            return found
+        completions = self._completions(last)
+        if completions is None:  # too many words begin so: FTS5's prefix query, on single words
+            query = " AND ".join([*map(_quoted, head), _quoted(last) + "*"])
             seen = known | {m.entity for m in found}
-            more = self._matching(" AND ".join([*head, completions]), wide, seen, "words", 0, words)
+            found += _completed(self._matching("words", query, wide, seen, "words", 0, words), words, prefix=True)
+        elif completions := {c: n for c, n in completions.items() if c != last or last not in indexed}:
+            seen = known | {m.entity for m in found}  # (`last` itself was asked above)
+            more = self._matching(*self._all_of(head, completions, indexed), wide, seen, "words", 0, words)
             found += _completed(more, words, prefix=True)
         return sorted(found, key=lambda m: m.order)[:pool]
 
-    def _indexed(self, words: set[str]) -> set[str]:
-        """Those of `words` that some name has."""
-        marks = ",".join("?" * len(words))
-        return {t for (t,) in self._rows(f"SELECT term FROM terms WHERE term IN ({marks})", tuple(words))}
+    def _all_of(self, head: list[str], ends: dict[str, int], names_of: dict[str, int]) -> tuple[str, str]:
+        """(table, FTS5 query) for the names with every word of `head` and one of `ends`; `ends` and
+        `names_of` give each word's count of names.
 
-    def _completions(self, prefix: str) -> str:
-        """The words `prefix` begins, as an FTS5 query with the same rows as the prefix query `"prefix"*`
-        ("" when no word begins with it).
+        FTS5 reads the lists of all the words asked, so single words are asked only while one list
+        of them is short (_FEW_NAMES names): then that list bounds the work. Otherwise the pairs of
+        neighbouring typed words are asked of the pair index (see `pairs`), whose lists are as
+        short as the answer; an index built before it has no pairs, and asks single words anyway.
+        """
+        head = list(dict.fromkeys(head))
+        shortest = min([*(names_of[w] for w in head), sum(ends.values())])
+        if head and self._pairs and shortest > _FEW_NAMES:
+            chain = [_quoted(pair_token(a, b)) for a, b in zip(head, head[1:])]
+            last = " OR ".join(_quoted(pair_token(head[-1], end)) for end in ends)
+            return PAIRS_TABLE, " AND ".join([*chain, f"({last})"])
+        last = " OR ".join(map(_quoted, ends))
+        return "words", " AND ".join([*map(_quoted, head), f"({last})"])
+
+    def _indexed(self, words: set[str]) -> dict[str, int]:
+        """Those of `words` that some name has, with the count of names that have each."""
+        marks = ",".join("?" * len(words))
+        return dict(self._rows(f"SELECT term, docs FROM terms WHERE term IN ({marks})", tuple(words)))
+
+    def _completions(self, prefix: str) -> dict[str, int] | None:
+        """The indexed words that `prefix` begins, with their counts of names; None past _COMPLETIONS of them.
 
         FTS5 answers a prefix query by merging the whole lists of every word it begins before the first
         row (most of a 2 ms lookup of an exact name on the scale bench's 10M-triple store). The same
@@ -157,34 +186,47 @@ class NameIndex:
         word of two or three letters) the prefix query is kept.
         """
         rows = self._rows(
-            "SELECT term FROM terms WHERE term >= ? AND term < ? LIMIT ?",
+            "SELECT term, docs FROM terms WHERE term >= ? AND term < ? LIMIT ?",
             (prefix, prefix + "\U0010ffff", _COMPLETIONS + 1),
         )
-        if len(rows) > _COMPLETIONS:
-            return _quoted(prefix) + "*"
-        return "(" + " OR ".join(_quoted(t) for (t,) in rows) + ")" if rows else ""
+        return None if len(rows) > _COMPLETIONS else dict(rows)
 
     def _fuzzy(self, words: list[str], pool: int, known: set[str]) -> list[NameMatch]:
-        groups, edits, widened = [], 0, False
+        groups: list[dict[str, int]] = []  # per typed word, its nearest spellings and their edits
+        edits, widened = 0, False
         for word in words:
             near = self.near_words(word, short=True)
             widened |= bool(set(near) - {word})
             # The closest first, ties alphabetically (a set's order changes between processes).
             nearest = sorted(near, key=lambda w: (near[w], w))[:20]
-            groups.append(" OR ".join(_quoted(w) for w in nearest) or _quoted(word))
+            groups.append({w: near[w] for w in nearest} or {word: 0})
             edits += min(near.values(), default=0)
         if not widened:
             return []  # no other spelling of any word is indexed: the same query as the words tier
         edits = max(edits, 1)
-        return self._matching(" AND ".join(f"({g})" for g in groups), pool, known, "fuzzy", edits, words)
+        names_of = self._indexed({w for group in groups for w in group})
+        shortest = min(sum(names_of.get(w, 0) for w in group) for group in groups)
+        if self._pairs and len(groups) > 1 and shortest > _FEW_NAMES:  # as in `_all_of`
+            # Each neighbouring two typed words as pairs of their spellings, the fewest edits first:
+            # every token asked costs a probe of the index even where no name has it.
+            clauses = []
+            for first, second in zip(groups, groups[1:]):
+                spellings = sorted((e + f, a, b) for a, e in first.items() for b, f in second.items())
+                tokens = dict.fromkeys(pair_token(a, b) for _, a, b in spellings[:_FUZZY_PAIRS])
+                clauses.append("(" + " OR ".join(map(_quoted, tokens)) + ")")
+            return self._matching(PAIRS_TABLE, " AND ".join(clauses), pool, known, "fuzzy", edits, words)
+        query = " AND ".join("(" + " OR ".join(map(_quoted, group)) + ")" for group in groups)
+        return self._matching("words", query, pool, known, "fuzzy", edits, words)
 
-    def _matching(self, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]) -> list[NameMatch]:
+    def _matching(
+        self, table: str, query: str, pool: int, known: set[str], kind: str, edits: int, typed: list[str]
+    ) -> list[NameMatch]:
         # The shortest names first (the fewest words besides the typed ones): the order of the
         # words' rowids, so only the names kept are read, however many share a common word. Two
         # rows per name kept, as an entity may match by its label and an alias.
         rows = self._rows(
             f"SELECT n.entity, n.label, n.folded, {self._degree} FROM "
-            "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid LIMIT ?) AS m "
+            f"(SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid LIMIT ?) AS m "
             f"JOIN names n ON n.id = m.rowid & {_NAME_ID} ORDER BY m.rowid",
             (query, pool * 2),
         )
@@ -258,18 +300,6 @@ class NameIndex:
     def labels(self, cap: int) -> list[tuple[str, str]]:
         """(entity, name) pairs, at most `cap` of them: what the semantic fallback compares with."""
         return self._rows("SELECT entity, label FROM names LIMIT ?", (cap,))
-
-
-def fts_tokens(word: str) -> list[str]:
-    """`word` cut where FTS5's ascii tokenizer cuts it: at ASCII characters other than letters and digits.
-
-    The index has no positions (detail=none), so a quoted word that FTS5 reads as two tokens would
-    be a phrase query, which it refuses; the typed words are cut the same way the names were.
-
-    >>> fts_tokens("q727\u19bfzq9mark"), fts_tokens("mecklenburg-strelitz")
-    (['q727\u19bfzq9mark'], ['mecklenburg', 'strelitz'])
-    """
-    return _FTS_TOKEN.findall(word)
 
 
 def _completed(matches: list[NameMatch], typed: list[str], prefix: bool = False) -> list[NameMatch]:

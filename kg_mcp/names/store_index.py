@@ -11,6 +11,7 @@ import pyoxigraph as ox
 
 from kg_mcp.names.build import FORMAT_VERSION, build_index, fill_index, index_path, read_index_meta
 from kg_mcp.names.index import NameIndex
+from kg_mcp.names.pairs import ensure_word_pairs
 from kg_mcp.profiles import Profile, detect_profile, get_profile
 from kg_mcp.store_meta import read_meta
 
@@ -67,6 +68,8 @@ def open_store_index(
         except (OSError, sqlite3.Error) as e:
             log.warning("cannot build the name index in %s (%s): find_entities falls back to label queries", store_dir, e)
             return None
+    else:
+        ensure_word_pairs(index_path(store_dir))
     return NameIndex.open(index_path(store_dir))
 
 
