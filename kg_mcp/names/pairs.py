@@ -52,7 +52,10 @@ def pair_text(folded: str) -> str:
     >>> sorted(pair_text("the lord of the rings").split())
     ['lord~of', 'lord~rings', 'lord~the', 'of~rings', 'of~the', 'rings~the', 'the~the']
     """
-    words = fts_tokens(folded)
+    # A folded ASCII name is words of letters and digits between single spaces: FTS5's own words.
+    words = folded.split(" ") if folded.isascii() and folded.replace(" ", "").isalnum() else fts_tokens(folded)
+    if len(words) == 2:  # most names: no generator to set up
+        return pair_token(*words)
     pairs = (pair_token(a, b) for i, a in enumerate(words) for b in words[i + 1 : i + 1 + WINDOW])
     return " ".join(dict.fromkeys(pairs))
 
