@@ -89,6 +89,11 @@ class Profile:
     def is_hidden(self, predicate: str) -> bool:
         return predicate in self.hidden_predicates or predicate.startswith(self.hidden_namespaces)
 
+    def hidden_around(self, subject: str) -> Callable[[str], bool] | None:
+        """The test leaving bookkeeping predicates out of `subject`'s edges; None where nothing is
+        hidden (a Wikidata statement node shows its qualifiers)."""
+        return None if subject.startswith(self.unhide_for_subjects_in) else self.is_hidden
+
     def property_entity_of(self, predicate: str) -> str:
         """The IRI whose label names `predicate` (itself, unless the profile maps it)."""
         if self.property_entity:

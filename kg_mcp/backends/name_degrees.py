@@ -72,12 +72,10 @@ def _count(run: Solutions, query: str) -> int:
 def store_degrees(store: ox.Store, profile: Profile, entities: list[str], cap: int, progress: bool = True) -> Iterator[tuple[str, int]]:
     """(entity, degree) as `count_degrees` counts them, read from a local store's indexes: no query
     to parse and plan per batch, and a hub's edges are read only up to the cap."""
-    unhidden = profile.unhide_for_subjects_in or ("\0",)
     with tqdm(desc="degrees", total=len(entities), unit=" entities", unit_scale=True, file=sys.stderr,
               disable=None if progress else True) as bar:
         for i, entity in enumerate(entities):
-            hidden = None if entity.startswith(unhidden) else profile.is_hidden
-            yield entity, store_patterns.degree(store, ox.NamedNode(entity), hidden, cap)
+            yield entity, store_patterns.degree(store, ox.NamedNode(entity), profile.hidden_around(entity), cap)
             if i % 10_000 == 9_999:
                 bar.update(10_000)
         bar.update(len(entities) % 10_000)

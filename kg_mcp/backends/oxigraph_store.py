@@ -98,9 +98,7 @@ class OxigraphBackend(SparqlBackend):
 
     def _hidden(self, node: ox.NamedNode, predicates) -> Callable[[str], bool] | None:
         """The test leaving out bookkeeping predicates, as `_queries.visible` writes it (None: keep all)."""
-        if predicates or node.value.startswith(self.profile.unhide_for_subjects_in):
-            return None
-        return self.profile.is_hidden
+        return None if predicates else self.profile.hidden_around(node.value)
 
     def _labels_here(self, nodes) -> dict:
         """Best labels of those of `nodes` whose label is not known yet (a store read each, so the

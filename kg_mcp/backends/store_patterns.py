@@ -72,19 +72,15 @@ def labels(
     """(node, label predicate, literal) for the labels of `nodes` in `languages` or untagged, in the
     order of the label query (node, then predicate, then index order)."""
     wanted = {*languages, ""}
-    for node in nodes:
-        if isinstance(node, ox.Literal):
-            continue
-        for predicate in predicates:
-            for quad in store.quads_for_pattern(node, predicate, None, DEFAULT_GRAPH):
-                literal = quad.object
-                if isinstance(literal, ox.Literal) and (literal.language or "") in wanted:
-                    yield node, predicate, literal
+    named = (node for node in nodes if not isinstance(node, ox.Literal))
+    for node, predicate, literal in literals(store, named, predicates):
+        if (literal.language or "") in wanted:
+            yield node, predicate, literal
 
 
 def literals(
-    store: ox.Store, nodes: Iterable[ox.NamedNode], predicates: Sequence[ox.NamedNode]
-) -> Iterator[tuple[ox.NamedNode, ox.NamedNode, ox.Literal]]:
+    store: ox.Store, nodes: Iterable[Term], predicates: Sequence[ox.NamedNode]
+) -> Iterator[tuple[Term, ox.NamedNode, ox.Literal]]:
     """(node, predicate, literal) for every literal of `nodes` along `predicates`, in any language."""
     for node in nodes:
         for predicate in predicates:
