@@ -1,49 +1,32 @@
 """The MCP server: the KG tools over one backend, with instructions, resources and prompts.
 
-`build_server` makes the server object (used in-process by tests and agents); `serve` runs it
-over stdio (kg_mcp.stdio), streamable HTTP or SSE (optionally rate-limited: kg_mcp.rate_limit).
-Logs go to stderr: stdout belongs to the stdio protocol.
+`build_server` makes the server object (used in-process by tests and agents); kg_mcp.serving runs
+it over stdio, streamable HTTP or SSE. Logs go to stderr: stdout belongs to the stdio protocol.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
-from typing import Literal
 
-import anyio
 from mcp.server import MCPServer
-from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from pydantic import ValidationError
 
 from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
-from kg_mcp.auth import StaticTokenVerifier
 from kg_mcp.backends import Backend
-from kg_mcp.http_connections import ConnectionCounter, guarded_protocol
-from kg_mcp.http_guards import HostOriginGuard, JsonRpcIdCheck
-from kg_mcp.http_limits import HttpLimits, connection_cap
-from kg_mcp.http_sessions import SessionCap
-from kg_mcp.log_repeats import install as install_log_filter
 from kg_mcp.prompt_files import PromptFile, mcp_prompts
 from kg_mcp.quoting import quoted
-from kg_mcp.rate_limit import RateLimit
 from kg_mcp.schema_summary import schema_document, server_instructions
+from kg_mcp.serving.auth import StaticTokenVerifier
 from kg_mcp.settings import Settings
-from kg_mcp.stdio import serve_stdio
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
 log = logging.getLogger(__name__)
-
-Transport = Literal["stdio", "http", "sse"]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-GIL_SWITCH_S = 0.0005  # see serve()
 
 
 class KGServer(MCPServer):
@@ -200,115 +183,3 @@ def _signature(names: list[str]):
     return inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=str) for n in names], return_annotation=str
     )
-
-
-def serve(
-    server: MCPServer,
-    transport: Transport = "stdio",
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    allowed_hosts: list[str] | None = None,
-    allowed_origins: list[str] | None = None,
-    rate_limit: int | None = None,
-    limits: HttpLimits | None = None,
-) -> None:
-    """Run until interrupted. HTTP binds to loopback unless told otherwise; Host/Origin are allow-listed.
-
-    `rate_limit`: at most this many HTTP requests a minute from one client address (off when None/0).
-    `limits`: the HTTP layer's timeouts, connection and session caps and trusted proxies (kg_mcp.http_limits).
-    """
-    if transport == "stdio":
-        anyio.run(serve_stdio, server)
-        return
-    import uvicorn
-
-    limits = limits or HttpLimits()
-    hosts, origins = _allowed_hosts_origins(host, port, allowed_hosts, allowed_origins)
-    app = HostOriginGuard(_http_app(server, transport, host, limits), hosts, origins)
-    if rate_limit:
-        app = RateLimit(app, rate_limit)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=_UVICORN_LOGGING,  # uvicorn's default sends access logs to stdout: keep every line on stderr
-        ws="none",  # no route takes websockets: refuse upgrades instead of running a websocket protocol
-        # X-Forwarded-For is read only from --trusted-proxy peers (uvicorn trusts 127.0.0.1 by default).
-        proxy_headers=bool(limits.networks),
-        forwarded_allow_ips=limits.forwarded_allow_ips or "",
-    )
-    counter = ConnectionCounter(limits, connection_cap(limits))
-    config.http = guarded_protocol(limits, counter)
-    install_log_filter([*logging.getLogger().handlers, *logging.getLogger("uvicorn").handlers])
-    # Long calls run on worker threads (kg_mcp.tools); every time the event loop wants the GIL back
-    # from them it waits up to the switch interval (5 ms by default), many times per request.
-    sys.setswitchinterval(GIL_SWITCH_S)
-    log.info("HTTP limits: %d connections (%d per client), %d sessions (%d per client)", counter.total_cap,
-             limits.max_connections_per_client, limits.max_sessions, limits.max_sessions_per_client)
-    uvicorn.Server(config).run()
-
-
-def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLimits):
-    """The SDK's Starlette app, its MCP endpoint wrapped (behind auth) in our id check and session caps.
-
-    Host/Origin are checked by HostOriginGuard in front of it: the SDK's own check is turned off.
-    """
-    loose = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    if transport == "http":
-        app = server.streamable_http_app(
-            transport_security=loose,
-            host=host,
-            max_sessions=limits.max_sessions + limits.max_sessions_per_client,  # ours refuses first (SessionCap)
-            session_idle_timeout=limits.session_idle_timeout_s,
-        )
-        endpoint = "/mcp"
-
-        def wrap(inner):
-            manager = server.session_manager
-            sessions = SessionCap(inner, manager, limits.max_sessions_per_client, limits.max_sessions)
-            return JsonRpcIdCheck(sessions, manager.max_request_body_size)
-    else:
-        app = server.sse_app(transport_security=loose, host=host)
-        endpoint = "/messages"
-
-        def wrap(inner):
-            return JsonRpcIdCheck(inner, DEFAULT_MAX_REQUEST_BODY_SIZE)
-
-    for route in app.routes:
-        if getattr(route, "path", None) == endpoint:
-            # Behind RequireAuthMiddleware when there is a token: unauthenticated bodies are never read.
-            if isinstance(route.app, RequireAuthMiddleware):
-                route.app.app = wrap(route.app.app)
-            else:
-                route.app = wrap(route.app)
-            return app
-    raise RuntimeError(f"the SDK's app has no {endpoint} route to guard")
-
-
-_UVICORN_LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
-    "loggers": {
-        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-        "uvicorn.access": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
-    },
-}
-
-
-def _allowed_hosts_origins(
-    host: str, port: int, allowed_hosts: list[str] | None, allowed_origins: list[str] | None
-) -> tuple[list[str], list[str]]:
-    """DNS-rebinding protection: the Host and Origin headers served (patterns for HostOriginGuard)."""
-    hosts = list(allowed_hosts or [])
-    origins = list(allowed_origins or [])
-    if host in LOOPBACK or host in ("0.0.0.0", "::"):
-        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    else:
-        display = f"[{host}]" if ":" in host else host
-        hosts.append(f"{display}:{port}")
-        origins += [f"http://{display}:{port}", f"https://{display}:{port}"]
-    return hosts, origins

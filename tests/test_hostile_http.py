@@ -307,7 +307,7 @@ async def test_sse_messages_with_invalid_ids_get_a_json_rpc_error():
 def test_repeated_log_lines_collapse_to_one_per_kind_per_interval():
     import logging
 
-    from kg_mcp.log_repeats import RepeatedLogFilter
+    from kg_mcp.serving.log_repeats import RepeatedLogFilter
 
     now = [0.0]
     repeats = RepeatedLogFilter(interval_s=10, clock=lambda: now[0])
@@ -329,7 +329,7 @@ def test_repeated_log_lines_collapse_to_one_per_kind_per_interval():
 
 
 def test_origin_and_host_parsing():
-    from kg_mcp.http_guards import parse_host, parse_origin
+    from kg_mcp.serving.guards import parse_host, parse_origin
 
     assert parse_origin("http://127.0.0.1:8000") == ("http", "127.0.0.1", 8000)
     assert parse_origin("HTTPS://Example.org") == ("https", "example.org", 443)

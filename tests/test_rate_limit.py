@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from fault_proxy import kg_mcp_server
-from kg_mcp.rate_limit import RateLimit
+from kg_mcp.serving.rate_limit import RateLimit
 
 TOKEN = "kgmcp-rate-limit-token-0123456789abcdef"
 LIMIT = 10

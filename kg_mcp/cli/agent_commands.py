@@ -57,7 +57,7 @@ def ask(question, store, sparql_url, wikidata, profile, languages, enable_sparql
     from kg_mcp.agents.kg_client import KGClient
     from kg_mcp.agents.models import ModelError, Sampling, get_model
     from kg_mcp.agents.trace import Trace
-    from kg_mcp.auth import read_token
+    from kg_mcp.serving.auth import read_token
 
     if server_cmd and url:
         raise ConfigError("Give --server-cmd or --url, not both.")
@@ -228,7 +228,7 @@ def eval_command(benchmark, data, kb_files, dry_run, oracle, oracle_mode, as_jso
 
     from kg_mcp.agents.evaluation.benchmarks import WITH_GOLD_PATHS, load_benchmark, select
     from kg_mcp.agents.evaluation.stores import choose_kg
-    from kg_mcp.auth import read_token
+    from kg_mcp.serving.auth import read_token
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

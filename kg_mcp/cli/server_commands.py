@@ -53,9 +53,9 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
     each bound is an option here and a KG_MCP_* setting.
     """
-    from kg_mcp.auth import read_token
+    from kg_mcp.serving.auth import read_token
     from kg_mcp.server import build_server
-    from kg_mcp.server import serve as run_server
+    from kg_mcp.serving import serve as run_server
 
     token = read_token(env_var=auth_token_env, file=auth_token_file)
     if token and transport == "stdio":
@@ -66,7 +66,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
         log.warning("serving on %s without --auth-token-env/--auth-token-file: anyone who can reach it can query", host)
     limits = None
     if transport != "stdio":  # checked before the store opens: a bad --trusted-proxy fails at once
-        from kg_mcp.http_limits import HttpLimits
+        from kg_mcp.serving.limits import HttpLimits
 
         limits = HttpLimits.from_settings(
             _settings(languages, enable_sparql), trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
@@ -248,7 +248,7 @@ def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_
 def _talk(conversation, args, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
           auth_token_env):
     """Run `conversation(client, *args)` against a spawned server, a URL, or a KG served in-process."""
-    from kg_mcp.auth import read_token
+    from kg_mcp.serving.auth import read_token
 
     if server_cmd and url:
         raise ConfigError("Give --server-cmd or --url, not both.")

@@ -18,7 +18,7 @@ from collections import Counter
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from kg_mcp.http_limits import HttpLimits
+from kg_mcp.serving.limits import HttpLimits
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The bounds of the HTTP transports (`serve --transport http|sse`): how long a client may take to
 send a request, how many connections and sessions one client and all of them may hold, and which
-peers may speak for others (X-Forwarded-For). The guards that apply them: kg_mcp.http_connections
-(sockets), kg_mcp.http_sessions (MCP sessions), kg_mcp.http_guards (Host/Origin, JSON-RPC ids).
+peers may speak for others (X-Forwarded-For). The guards that apply them: kg_mcp.serving.connections
+(sockets), kg_mcp.serving.sessions (MCP sessions), kg_mcp.serving.guards (Host/Origin, JSON-RPC ids).
 """
 
 from __future__ import annotations
