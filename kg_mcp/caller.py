@@ -1,0 +1,59 @@
+"""Who is calling: the key that every per-caller bound and every piece of per-caller state is held
+against (query workers, long-call places, traversal trees, rate limits, session caps, audit lines).
+
+A caller is the signed-in subject when the token names one (OAuth, named tokens), else the client's
+address as the HTTP layer reports it (X-Forwarded-For only from trusted proxies), IPv6 addresses
+counted per /64 (one host usually holds a whole /64), else the one local client of stdio and of
+in-process use.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+
+
+@dataclass(frozen=True)
+class Caller:
+    key: str  # "sub:NAME", "addr:ADDRESS" or "local"
+    subject: str | None = None
+    client_id: str | None = None
+    address: str | None = None
+    scopes: frozenset[str] = field(default_factory=frozenset)
+
+
+LOCAL = Caller("local")
+
+
+def address_key(host: str | None) -> str:
+    """The per-caller key of a client address: IPv6 per /64, anything else as given.
+
+    >>> address_key("203.0.113.7"), address_key("2001:db8:1:2:aa::1"), address_key(None)
+    ('addr:203.0.113.7', 'addr:2001:db8:1:2::/64', 'local')
+    """
+    if not host:
+        return "local"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return f"addr:{host}"
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 client a.b.c.d
+            return f"addr:{ip.ipv4_mapped}"
+        return f"addr:{ipaddress.ip_network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
+
+
+def caller_of(request) -> Caller:
+    """The caller of the request being served: `request` is the transport's request (a Starlette
+    request over HTTP, None over stdio and in-process); the signed-in token, when there is one, is
+    read from the SDK's auth context."""
+    client = getattr(request, "client", None)
+    address = client.host if client else None
+    token = get_access_token()
+    if token is not None and token.subject:
+        return Caller(f"sub:{token.subject}", token.subject, token.client_id, address, frozenset(token.scopes))
+    scopes = frozenset(token.scopes) if token is not None else frozenset()
+    return Caller(address_key(address), None, token.client_id if token else None, address, scopes)
