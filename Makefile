@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # Two workers for CI's 2 cores. Each worker starts its own Virtuoso and `oxigraph serve` and loads
 # its own stores, so the count is fixed rather than one per core of a bigger machine.
 TEST_WORKERS ?= 2
-NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
+NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1 oidc-provider@9.13
 
 .PHONY: serve test test-packaging install install-test install-docs docs
 
@@ -31,7 +31,8 @@ install-test: $(BIN)/python
 	@command -v virtuoso-t >/dev/null && command -v isql-vt >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq virtuoso-opensource; \
 	else echo "The tests need Virtuoso: sudo apt-get install virtuoso-opensource (Debian/Ubuntu)"; exit 1; fi; }
-	@# the MCP TypeScript SDK client and the MCP Bundle CLI, from npm into .npm-tools/ (tests/test_ts_sdk.py, test_bundle.py)
+	@# the MCP TypeScript SDK client, the MCP Bundle CLI and an OpenID provider, from npm into .npm-tools/
+	@# (tests/test_ts_sdk.py, test_bundle.py, test_oauth.py)
 	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	else echo "The tests need Node.js and npm: sudo apt-get install nodejs npm (Debian/Ubuntu)"; exit 1; fi; }

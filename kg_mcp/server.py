@@ -10,7 +10,6 @@ import json
 import logging
 
 from mcp.server import MCPServer
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
@@ -22,7 +21,10 @@ from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
-from kg_mcp.serving.auth import StaticTokenVerifier
+from kg_mcp.caller import Caller, caller_of
+from kg_mcp.serving.audit import AuditLog, Timer, rows_of
+from kg_mcp.serving.auth import ServerAuth, server_auth
+from kg_mcp.serving.scopes import needed_for_tool, tool_allowed
 from kg_mcp.settings import Settings
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
@@ -33,18 +35,62 @@ class KGServer(MCPServer):
     """MCPServer whose tools publish portable input schemas (kg_mcp.arguments) and answer a bad
     call with an error in our words, for every registered tool, before the SDK validates it."""
 
+    serving_auth: ServerAuth | None = None
+    audit: AuditLog | None = None
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._arguments: dict[str, tuple[object, ToolArguments]] = {}
         self._header_schemas: dict[str, tuple[object, dict | None]] = {}
 
     async def list_tools(self):
-        tools = await super().list_tools()
+        tools = [tool for tool in await super().list_tools() if tool_allowed(tool.name)]
         for tool in tools:
             tool.input_schema = self.arguments(tool.name).schema
         return tools
 
     async def call_tool(self, name, arguments, context=None):
+        """The call, refused when the caller's token lacks the tool's scope, and audited."""
+        timer, outcome, result = Timer(), "refused", None
+        try:
+            if not tool_allowed(name):
+                needed = " and ".join(needed_for_tool(name))
+                raise RefusedCall(f"The {name} tool needs the scopes {needed}: ask for them when you sign in.")
+            result = await self._call_checked(name, arguments, context)
+            outcome = "tool_error" if getattr(result, "is_error", False) else "ok"
+            return result
+        except RefusedCall:
+            raise
+        except ToolError:
+            outcome = "tool_error"
+            raise
+        finally:
+            if self.audit is not None:
+                structured = getattr(result, "structured_content", None)
+                self.audit.call(_caller(context), "tool", name, arguments, outcome, rows=rows_of(structured),
+                                ms=timer.ms, graphs=None)
+
+    async def read_resource(self, uri, context=None):
+        timer, outcome = Timer(), "error"
+        try:
+            found = await super().read_resource(uri, context)
+            outcome = "ok"
+            return found
+        finally:
+            if self.audit is not None:
+                self.audit.call(_caller(context), "resource", str(uri), None, outcome, ms=timer.ms, graphs=None)
+
+    async def get_prompt(self, name, arguments=None, context=None):
+        timer, outcome = Timer(), "error"
+        try:
+            found = await super().get_prompt(name, arguments, context)
+            outcome = "ok"
+            return found
+        finally:
+            if self.audit is not None:
+                self.audit.call(_caller(context), "prompt", name, arguments, outcome, ms=timer.ms, graphs=None)
+
+    async def _call_checked(self, name, arguments, context=None):
         checks = self.arguments(name)
         try:
             arguments = checks.prepare(arguments)
@@ -55,9 +101,9 @@ class KGServer(MCPServer):
                     raise
             # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
             checks.explain(arguments)
-            raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
+            raise RefusedCall(f"{name}: the arguments do not fit. {usage(checks.schema)}")
         except ArgumentError as error:
-            raise ToolError(str(error)) from None
+            raise RefusedCall(str(error)) from None
 
     def _tool_input_schema(self, name: str) -> dict | None:
         """The schema the SDK checks a call's Mcp-Param-* headers against over HTTP, or None when it
@@ -78,11 +124,24 @@ class KGServer(MCPServer):
         # The tool manager is the SDK's registry of record (its own _tool_input_schema reads it too).
         tool = self._tool_manager.get_tool(name)
         if tool is None:
-            known = ", ".join(t.name for t in self._tool_manager.list_tools())
-            raise ToolError(f"Unknown tool: {quoted(name)}. The tools are: {known}.")
+            known = ", ".join(t.name for t in self._tool_manager.list_tools() if tool_allowed(t.name))
+            raise RefusedCall(f"Unknown tool: {quoted(name)}. The tools are: {known}.")
         if name not in self._arguments or self._arguments[name][0] is not tool:
             self._arguments[name] = (tool, ToolArguments(name, tool.parameters))
         return self._arguments[name][1]
+
+
+class RefusedCall(ToolError):
+    """A call refused before it ran (unknown tool, arguments that do not fit, a scope it lacks)."""
+
+
+def _caller(context) -> Caller:
+    """Who made the request `context` belongs to (the local client outside a request)."""
+    try:
+        request = context.request_context.request if context is not None else None
+    except ValueError:  # a Context made outside a request
+        request = None
+    return caller_of(request)
 
 
 def build_server(
@@ -90,16 +149,16 @@ def build_server(
     settings: Settings | None = None,
     *,
     auth_token: str | None = None,
-    public_url: str = "http://127.0.0.1:8000",
+    auth: ServerAuth | None = None,
+    audit: AuditLog | None = None,
 ) -> KGServer:
-    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given)."""
+    """An MCP server exposing the KG tools over `backend`. Over HTTP, callers are checked by `auth`
+    (kg_mcp.serving.auth.server_auth: a shared token, named tokens, an OAuth issuer), or by the one
+    `auth_token`; `audit` records every call."""
     settings = settings or Settings()
-    auth = {}
-    if auth_token:
-        auth = {
-            "token_verifier": StaticTokenVerifier(auth_token),
-            "auth": AuthSettings(issuer_url=public_url, resource_server_url=None, validate_token_resource=False),
-        }
+    if auth is None and auth_token:
+        auth = server_auth(token=auth_token)
+    sdk_auth = {"token_verifier": auth.verifier, "auth": auth.sdk_settings()} if auth else {}
     server = KGServer(
         "kg-mcp",
         title="Knowledge-graph tools",
@@ -107,8 +166,10 @@ def build_server(
         # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema_summary).
         instructions=server_instructions(backend, settings),
         log_level="INFO",
-        **auth,
+        **sdk_auth,
     )
+    server.serving_auth = auth  # read by kg_mcp.serving when it builds the HTTP app
+    server.audit = audit
     register_tools(server, backend, settings)
     _add_resources(server, backend, settings)
     for prompt in mcp_prompts():

@@ -18,6 +18,7 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 
+from kg_mcp.serving.auth_gate import install as install_auth
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.serving.guards import HostOriginGuard, JsonRpcIdCheck
 from kg_mcp.serving.limits import HttpLimits, connection_cap
@@ -106,6 +107,7 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
         def wrap(inner):
             return JsonRpcIdCheck(inner, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
+    install_auth(app, getattr(server, "serving_auth", None), getattr(server, "audit", None))
     for route in app.routes:
         if getattr(route, "path", None) == endpoint:
             # Behind RequireAuthMiddleware when there is a token: unauthenticated bodies are never read.
