@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, graph_access
 from kg_mcp.prompt_files import read_prompt
 from kg_mcp.schema_census import Census, RelationUse, take_census
 from kg_mcp.settings import Settings
@@ -26,17 +26,21 @@ SUMMARY_TOKENS = 1400  # the whole instructions stay under 2,000 tokens with the
 CHARS_PER_TOKEN = 2.4
 SUMMARY_FILE = "server_instructions_kg.md"
 
-_censuses: weakref.WeakKeyDictionary[Backend, Census] = weakref.WeakKeyDictionary()
+# One census per backend and graph set (kg_mcp.backends.graph_access): a caller's summary names
+# only what its graphs hold.
+_censuses: weakref.WeakKeyDictionary[Backend, dict[str, Census]] = weakref.WeakKeyDictionary()
 
 
 def census_of(backend: Backend, settings: Settings) -> Census | None:
-    """The backend's census, taken on first use within settings.schema_summary_s (None when that is 0)."""
+    """The backend's census for the caller's graphs, taken on first use within settings.schema_summary_s
+    (None when that is 0)."""
     if settings.schema_summary_s <= 0:
         return None
-    known = _censuses.get(backend)
+    taken = _censuses.setdefault(backend, {})
+    known = taken.get(graph_access.cache_key())
     if known is None:
         started = time.perf_counter()
-        known = _censuses[backend] = take_census(backend, settings.schema_summary_s)
+        known = taken[graph_access.cache_key()] = take_census(backend, settings.schema_summary_s)
         log.info("KG summary for the server instructions: %.1f s%s", time.perf_counter() - started,
                  f"; not read: {', '.join(known.missing)}" if known.missing else "")
     return known

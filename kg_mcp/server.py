@@ -10,15 +10,18 @@ import json
 import logging
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from pydantic import ValidationError
 
 from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
-from kg_mcp.backends import Backend
-from kg_mcp.prompt_files import PromptFile, mcp_prompts
+from kg_mcp.backends import Backend, graph_access
+from kg_mcp.backends.graph_access import GraphAccess
+from kg_mcp.errors import ConfigError
+from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.caller import Caller, caller_of
@@ -31,12 +34,18 @@ from kg_mcp.tools import OUTPUT_MODELS, register_tools
 log = logging.getLogger(__name__)
 
 
+class RefusedCall(ToolError):
+    """A call refused before it ran (unknown tool, arguments that do not fit, a scope it lacks)."""
+
+
 class KGServer(MCPServer):
     """MCPServer whose tools publish portable input schemas (kg_mcp.arguments) and answer a bad
     call with an error in our words, for every registered tool, before the SDK validates it."""
 
     serving_auth: ServerAuth | None = None
     audit: AuditLog | None = None
+    graph_access: GraphAccess | None = None
+    served_graphs: tuple[str, ...] = ()  # the graphs the backend reads (empty: the whole store or endpoint)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,12 +60,14 @@ class KGServer(MCPServer):
 
     async def call_tool(self, name, arguments, context=None):
         """The call, refused when the caller's token lacks the tool's scope, and audited."""
-        timer, outcome, result = Timer(), "refused", None
+        timer, outcome, result, graphs = Timer(), "refused", None, None
         try:
             if not tool_allowed(name):
                 needed = " and ".join(needed_for_tool(name))
                 raise RefusedCall(f"The {name} tool needs the scopes {needed}: ask for them when you sign in.")
-            result = await self._call_checked(name, arguments, context)
+            graphs = self.caller_graphs(RefusedCall)
+            with graph_access.reading(graphs):
+                result = await self._call_checked(name, arguments, context)
             outcome = "tool_error" if getattr(result, "is_error", False) else "ok"
             return result
         except RefusedCall:
@@ -68,17 +79,20 @@ class KGServer(MCPServer):
             if self.audit is not None:
                 structured = getattr(result, "structured_content", None)
                 self.audit.call(_caller(context), "tool", name, arguments, outcome, rows=rows_of(structured),
-                                ms=timer.ms, graphs=None)
+                                ms=timer.ms, graphs=graphs)
 
     async def read_resource(self, uri, context=None):
-        timer, outcome = Timer(), "error"
+        timer, outcome, graphs = Timer(), "refused", None
         try:
-            found = await super().read_resource(uri, context)
+            graphs = self.caller_graphs(ResourceError)
+            outcome = "error"
+            with graph_access.reading(graphs):
+                found = await super().read_resource(uri, context)
             outcome = "ok"
             return found
         finally:
             if self.audit is not None:
-                self.audit.call(_caller(context), "resource", str(uri), None, outcome, ms=timer.ms, graphs=None)
+                self.audit.call(_caller(context), "resource", str(uri), None, outcome, ms=timer.ms, graphs=graphs)
 
     async def get_prompt(self, name, arguments=None, context=None):
         timer, outcome = Timer(), "error"
@@ -88,7 +102,24 @@ class KGServer(MCPServer):
             return found
         finally:
             if self.audit is not None:
-                self.audit.call(_caller(context), "prompt", name, arguments, outcome, ms=timer.ms, graphs=None)
+                self.audit.call(_caller(context), "prompt", name, arguments, outcome, ms=timer.ms)
+
+    def caller_graphs(self, refusal: type[Exception] = RefusedCall) -> frozenset[str] | None:
+        """The graphs the caller of the request being served may read (None: all the server reads);
+        `refusal` is raised, in our words, for a caller granted none."""
+        if self.graph_access is None:
+            return None
+        token = get_access_token()
+        if token is None:  # no sign-in: stdio or in-process use (an HTTP server with graph access has auth)
+            return None
+        graphs = self.graph_access.graphs_for(token.scopes, self.served_graphs)
+        if graphs is not None and not graphs:
+            known = ", ".join(self.graph_access.scopes)
+            raise refusal(
+                f"Your sign-in grants no graph of this KG, so there is nothing to read. Its graph scopes are "
+                f"{known}: ask the server's operator for one, then sign in again."
+            )
+        return graphs
 
     async def _call_checked(self, name, arguments, context=None):
         checks = self.arguments(name)
@@ -131,8 +162,6 @@ class KGServer(MCPServer):
         return self._arguments[name][1]
 
 
-class RefusedCall(ToolError):
-    """A call refused before it ran (unknown tool, arguments that do not fit, a scope it lacks)."""
 
 
 def _caller(context) -> Caller:
@@ -151,6 +180,7 @@ def build_server(
     auth_token: str | None = None,
     auth: ServerAuth | None = None,
     audit: AuditLog | None = None,
+    graph_access: GraphAccess | None = None,
 ) -> KGServer:
     """An MCP server exposing the KG tools over `backend`. Over HTTP, callers are checked by `auth`
     (kg_mcp.serving.auth.server_auth: a shared token, named tokens, an OAuth issuer), or by the one
@@ -170,11 +200,48 @@ def build_server(
     )
     server.serving_auth = auth  # read by kg_mcp.serving when it builds the HTTP app
     server.audit = audit
+    if graph_access is not None:
+        _instructions_per_caller(server, backend, settings, graph_access)
     register_tools(server, backend, settings)
     _add_resources(server, backend, settings)
     for prompt in mcp_prompts():
         server.add_prompt(_as_mcp_prompt(prompt))
     return server
+
+
+def _instructions_per_caller(server: KGServer, backend: Backend, settings: Settings, access: GraphAccess) -> None:
+    """Each caller's instructions summarise its own graphs, for the caller's graph set when it
+    initializes (the summary of each scope's set is taken now, so that most initializes find it ready)."""
+    plan = getattr(backend, "graph_plan", None)
+    if plan is None:
+        raise ConfigError(
+            "--graph-access reads each caller's graphs through a SPARQL endpoint's dataset parameters: serve the "
+            "data from an endpoint (--sparql URL; e.g. `oxigraph serve` over graphs loaded with --graph). "
+            "A local store is read whole."
+        )
+    server.graph_access = access
+    server.served_graphs = tuple(plan.graphs) if plan is not None else ()
+    for scope in access.scopes:
+        graphs = access.graphs_for([scope], server.served_graphs)
+        if graphs:
+            with graph_access.reading(graphs):
+                server_instructions(backend, settings)
+    lowlevel = server._lowlevel_server
+    general = lowlevel.instructions
+
+    def for_the_caller(_lowlevel) -> str | None:
+        try:
+            graphs = server.caller_graphs()
+        except RefusedCall as refusal:
+            return f"{read_prompt('server_instructions.md').template.rstrip()}\n\n{refusal}"
+        if graphs is None:
+            return general
+        with graph_access.reading(graphs):
+            return server_instructions(backend, settings)
+
+    # The SDK reads `instructions` when it answers initialize (and server/discover), in the caller's
+    # context: a property of this one server object computes them there.
+    lowlevel.__class__ = type("KGLowLevelServer", (type(lowlevel),), {"instructions": property(for_the_caller)})
 
 
 def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pyoxigraph as ox
 
 from kg_mcp import __version__
-from kg_mcp.backends import text_search
+from kg_mcp.backends import graph_access, text_search
 from kg_mcp.backends._queries import label_pattern_scan
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
@@ -63,6 +63,7 @@ class RemoteBackend(SparqlBackend):
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
         self.names = None  # kg_mcp.backends.endpoint_names.EndpointNames, where a name index may be used
+        self._names_by_graphs: dict[str, object] = {}  # the same for each graph set of --graph-access
 
     @property
     def use_entity_search(self) -> bool:
@@ -73,8 +74,9 @@ class RemoteBackend(SparqlBackend):
         return self.http.fetch_with_headers(query, graphs)
 
     def close(self) -> None:
-        if self.names is not None:
-            self.names.close()
+        for names in [self.names, *self._names_by_graphs.values()]:
+            if names is not None:
+                names.close()
         self.http.close()
 
     def _solutions(self, query: str) -> Solutions:
@@ -110,14 +112,27 @@ class RemoteBackend(SparqlBackend):
         raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
+    def _names_here(self):
+        """The name index of the graphs the caller reads: the server's, or one per graph set."""
+        graphs = graph_access.current()
+        if self.names is None or graphs is None:
+            return self.names
+        key = graph_access.cache_key()
+        if key not in self._names_by_graphs:
+            from kg_mcp.backends.endpoint_names import EndpointNames
+
+            self._names_by_graphs[key] = EndpointNames(self, self.settings, graphs=sorted(graphs))
+        return self._names_by_graphs[key]
+
     def _name_matches(self, name: str, limit: int):
-        names = self.names.current if self.names is not None else None
+        here = self._names_here()
+        names = here.current if here is not None else None
         if names is not None:
             method = f"name index ({names.age_text()} from the endpoint's labels)"
             return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
-        if engine == "labels" and self.names is not None:
-            note = self.names.start()  # in the background: label queries answer until it is built
+        if engine == "labels" and here is not None:
+            note = here.start()  # in the background: label queries answer until it is built
             method, matches = self._engine_matches(engine, name, limit)
             return (f"{method}; {note}" if note else method), matches
         return self._engine_matches(engine, name, limit)

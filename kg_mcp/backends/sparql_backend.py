@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends import graph_access
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import (
     Backend,
@@ -91,8 +92,18 @@ class SparqlBackend(Backend):
         # The profile's label predicates that this KG uses (fewer predicates, cheaper queries).
         self.label_predicates = tuple(label_predicates or profile.label_predicates)
         self.count_cap = settings.count_cap
-        self._label_cache: dict[Term, str | None] = {}
-        self._identifier_cache: dict[ox.NamedNode, bool] = {}  # property entity → marked as an identifier
+        # What was read is remembered per graph set (kg_mcp.backends.graph_access): a label read
+        # through one caller's graphs is never shown to a caller of other graphs.
+        self._label_caches: dict[str, dict[Term, str | None]] = {}
+        self._identifier_caches: dict[str, dict[ox.NamedNode, bool]] = {}  # property entity → marked as an identifier
+
+    @property
+    def _label_cache(self) -> dict[Term, str | None]:
+        return self._label_caches.setdefault(graph_access.cache_key(), {})
+
+    @property
+    def _identifier_cache(self) -> dict[ox.NamedNode, bool]:
+        return self._identifier_caches.setdefault(graph_access.cache_key(), {})
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod

@@ -66,6 +66,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
     each bound is an option here and a KG_MCP_* setting.
     """
+    from kg_mcp.backends.graph_access import read_graph_access
     from kg_mcp.server import build_server
     from kg_mcp.serving import serve as run_server
     from kg_mcp.serving.audit import AuditLog
@@ -76,7 +77,11 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
         raise ConfigError("Auth tokens apply to --transport http or sse; stdio is reached only by its parent process.")
     if rate_limit and transport == "stdio":
         raise ConfigError("--rate-limit applies to --transport http or sse; stdio has one client, its parent process.")
-    graph_scopes: list[str] = []
+    access = read_graph_access(graph_access) if graph_access else None
+    if access is not None and not (tokens_file or oauth_issuer):
+        raise ConfigError("--graph-access gives each caller its graphs by the scopes of its token: "
+                          "give --oauth-issuer or --tokens too (over --transport http or sse).")
+    graph_scopes = access.scopes if access is not None else []
     display_host = f"[{host}]" if ":" in host else host
     path = "/mcp" if transport == "http" else "/sse"
     auth = server_auth(
@@ -96,7 +101,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
             body_timeout_s=body_timeout, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
     backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
-    server = build_server(backend, backend.settings, auth=auth, audit=audit)
+    server = build_server(backend, backend.settings, auth=auth, audit=audit, graph_access=access)
     if transport != "stdio":
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
         signin = f" (sign in at {oauth_issuer})" if oauth_issuer else " (bearer token required)" if auth else ""

@@ -68,7 +68,7 @@ class ServerAuth:
     verifier: TokenVerifier
     resource_url: str | None = None  # the MCP endpoint's public URL; with `issuer`, every token's audience
     issuer: str | None = None
-    scopes_supported: list[str] = field(default_factory=lambda: list(scopes.FULL))
+    scopes_supported: list[str] = field(default_factory=lambda: list(scopes.KNOWN))
 
     @property
     def metadata_url(self) -> str | None:
@@ -121,7 +121,7 @@ def server_auth(
         raise ConfigError("--oauth-client-id is the server's own client at the issuer: give --oauth-issuer too.")
     if not verifiers:
         return None
-    known = list(dict.fromkeys([*scopes.FULL, *more_scopes]))
+    known = list(dict.fromkeys([*scopes.KNOWN, *more_scopes]))
     verifier = verifiers[0] if len(verifiers) == 1 else FirstOf(verifiers)
     return ServerAuth(verifier, public_url, issuer, known)
 

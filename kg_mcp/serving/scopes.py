@@ -10,9 +10,12 @@ from collections.abc import Iterable
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 
+from kg_mcp.backends.graph_access import ALL_GRAPHS_SCOPE
+
 READ = "kg:read"
 SPARQL = "kg:sparql"
-FULL = (READ, SPARQL)  # what the one shared token of --auth-token-env carries
+KNOWN = (READ, SPARQL)  # listed in the Protected Resource Metadata, with the graph scopes
+FULL = (READ, SPARQL, ALL_GRAPHS_SCOPE)  # what the one shared token of --auth-token-env carries
 
 # Tools that need more than READ, and the scopes they need.
 TOOL_SCOPES: dict[str, tuple[str, ...]] = {"sparql": (READ, SPARQL)}

@@ -1,0 +1,144 @@
+"""Each caller reads only the named graphs its scopes grant (`--graph-access`), on one endpoint:
+`oxigraph serve` holding two graphs (Wikidata-shaped art from the demo KG, MetaQA's films), a real
+`kg-mcp serve --sparql` with named tokens, and the SDK's client for each caller. Nothing of the
+other graph reaches a caller through any tool, resource, the instructions or `sparql`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import httpx2
+import pyoxigraph as ox
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import _oxigraph_serve, free_port, text_kb_as_ntriples, wait_for_http
+from kg_mcp.backends.graph_access import read_graph_access
+from kg_mcp.demo import demo_path
+from kg_mcp.errors import ConfigError
+from kg_mcp.serving.tokens import new_token
+
+ART = "http://example.org/graph/art"
+FILMS = "http://example.org/graph/films"
+FILM_LINES = 60  # MetaQA's lines about "Catch Me If You Can" and around it
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory, data_dir):
+    work = tmp_path_factory.mktemp("graph-access")
+    art = work / "art.nt"
+    store = ox.Store()
+    store.load(path=str(demo_path()), format=ox.RdfFormat.TURTLE)
+    store.dump(str(art), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+    lines = (data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Catch Me If You Can|"))
+    films = text_kb_as_ntriples(lines[start - 20 : start - 20 + FILM_LINES], work / "films.nt")
+    serving = _oxigraph_serve(work / "oxigraph", None, named={ART: art, FILMS: films})
+    yield work, next(serving)
+    serving.close()
+
+
+@pytest.fixture(scope="module")
+def team(endpoint):
+    work, url = endpoint
+    tokens = {
+        "alice": new_token("alice", ["kg:read", "kg:sparql", "graph:art"]),
+        "bob": new_token("bob", ["kg:read", "kg:sparql", "graph:films"]),
+        "carol": new_token("carol", ["kg:read"]),
+    }
+    (work / "tokens.toml").write_text("\n".join(table for _, table in tokens.values()))
+    (work / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
+    port = free_port()
+    command = [sys.executable, "-m", "kg_mcp", "serve", "--sparql", url, "--transport", "http", "--port", str(port),
+               "--enable-sparql", "--tokens", str(work / "tokens.toml"), "--graph-access", str(work / "access.toml"),
+               "--audit-log", str(work / "audit.jsonl")]
+    log = open(work / "server.log", "w")
+    env = {**os.environ, "KG_MCP_CACHE": str(work / "cache")}
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
+        yield {"url": f"http://127.0.0.1:{port}/mcp", "tokens": {n: t for n, (t, _) in tokens.items()},
+               "audit": work / "audit.jsonl"}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+async def session_of(team, name: str) -> dict:
+    """What one caller gets: instructions, lookups, every tool on the other graph's entities, resources, sparql."""
+    seen: dict = {}
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens'][name]}"}, timeout=60) as http:
+        async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+            seen["instructions"] = client.instructions or ""
+            for label in ("Vincent van Gogh", "Catch Me If You Can"):
+                found = await client.call_tool("find_entities", {"name": label})
+                seen[label] = [] if found.is_error else [e["id"] for e in found.structured_content["entities"]]
+            seen["schema"] = (await client.read_resource("kg://schema")).contents[0].text
+            seen["stats"] = json.loads((await client.read_resource("kg://stats")).contents[0].text)
+            queries = {
+                "graphs": "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }",
+                "labels": 'SELECT ?s WHERE { ?s ?p ?o FILTER(STR(?o) = "Vincent van Gogh") }',
+                "films": 'SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } FILTER(CONTAINS(STR(?o), "Spielberg")) }',
+            }
+            for key, query in queries.items():
+                result = await client.call_tool("sparql", {"query": query})
+                seen[key] = json.dumps(result.structured_content) if not result.is_error else "refused"
+            from_named = await client.call_tool("sparql", {"query": f"SELECT * FROM NAMED <{FILMS}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}"})
+            seen["from named refused"] = from_named.is_error
+            seen["tool calls"] = {}
+            for tool, arguments in {
+                "search": {"entity": "wd:Q5582"},
+                "get_relations": {"entity": "wd:Q5582"},
+                "explore_kg": {"entity": "wd:Q5582", "relations": ["wdt:P19"]},
+                "follow": {"entity": "wd:Q5582", "path": ["wdt:P19"]},
+            }.items():
+                result = await client.call_tool(tool, arguments)
+                seen["tool calls"][tool] = result.content[0].text
+    return seen
+
+
+async def test_each_caller_reads_only_its_graphs(team):
+    alice = await session_of(team, "alice")
+    bob = await session_of(team, "bob")
+
+    assert alice["Vincent van Gogh"] and not alice["Catch Me If You Can"]
+    assert bob["Catch Me If You Can"] and not bob["Vincent van Gogh"]
+    assert "directed_by" in bob["instructions"] and "directed_by" not in alice["instructions"]
+    assert "directed_by" in bob["schema"] and "directed_by" not in alice["schema"]
+    assert alice["stats"]["triples"] != bob["stats"]["triples"]
+    assert ART in alice["graphs"] and FILMS not in alice["graphs"]
+    assert FILMS in bob["graphs"] and ART not in bob["graphs"]
+    assert "Q5582" in alice["labels"] and "Q5582" not in bob["labels"]
+    assert "Spielberg" not in alice["films"] and "rows" in alice["films"]
+    assert alice["from named refused"] and bob["from named refused"]
+    for tool, text in bob["tool calls"].items():  # van Gogh (wd:Q5582) is in the art graph only
+        assert "Zundert" not in text, tool
+    assert "Zundert" in alice["tool calls"]["follow"]
+
+    lines = [json.loads(line) for line in team["audit"].read_text().splitlines()]
+    by_subject = {(line["subject"], tuple(line["graphs"] or ())) for line in lines if line["kind"] == "tool"}
+    assert ("alice", (ART,)) in by_subject and ("bob", (FILMS,)) in by_subject
+
+
+async def test_a_caller_granted_no_graph_is_told_so(team):
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens']['carol']}"}) as http:
+        async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+            assert "grants no graph" in (client.instructions or "")
+            result = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
+            assert result.is_error and "graph:art" in result.content[0].text
+
+
+def test_a_bad_graph_access_file_is_refused_in_our_words(tmp_path):
+    path = tmp_path / "access.toml"
+    path.write_text('[scopes]\n"graph:art" = ["not an iri"]\n')
+    with pytest.raises(ConfigError, match="not a graph IRI"):
+        read_graph_access(path)
+    path.write_text('[scopes]\n"kg:read" = ["http://example.org/g"]\n')
+    with pytest.raises(ConfigError, match="other than kg:read"):
+        read_graph_access(path)
