@@ -27,7 +27,7 @@ from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.caller import Caller, caller_of
 from kg_mcp.serving.audit import AuditLog, Timer, rows_of
 from kg_mcp.serving.auth import ServerAuth, server_auth
-from kg_mcp.serving.scopes import needed_for_tool, tool_allowed
+from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
 from kg_mcp.settings import Settings
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
@@ -203,6 +203,8 @@ def build_server(
     if graph_access is not None:
         _instructions_per_caller(server, backend, settings, graph_access)
     register_tools(server, backend, settings)
+    if auth is not None:
+        auth.scoped_tools = frozenset(name for name in TOOL_SCOPES if server._tool_manager.get_tool(name))
     _add_resources(server, backend, settings)
     for prompt in mcp_prompts():
         server.add_prompt(_as_mcp_prompt(prompt))

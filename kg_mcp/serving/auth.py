@@ -69,6 +69,9 @@ class ServerAuth:
     resource_url: str | None = None  # the MCP endpoint's public URL; with `issuer`, every token's audience
     issuer: str | None = None
     scopes_supported: list[str] = field(default_factory=lambda: list(scopes.KNOWN))
+    # The served tools that need more than kg:read (set by build_server): calls of them are checked
+    # at the HTTP layer, so that a token without the scope gets the spec's 403 challenge.
+    scoped_tools: frozenset[str] = frozenset()
 
     @property
     def metadata_url(self) -> str | None:

@@ -39,9 +39,17 @@ _URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 class AuthGate(RequireAuthMiddleware):
     """RequireAuthMiddleware with the spec's challenges and the per-tool scope check."""
 
-    def __init__(self, app, metadata_url: str | None, audit=None, max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE):
+    def __init__(
+        self,
+        app,
+        metadata_url: str | None,
+        audit=None,
+        scoped_tools: frozenset[str] = frozenset(),
+        max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
+    ):
         super().__init__(app, [scopes.READ], AnyHttpUrl(metadata_url) if metadata_url else None)
         self.audit = audit
+        self.scoped_tools = scoped_tools
         self.max_body = max_body
 
     async def __call__(self, scope, receive, send) -> None:
@@ -57,12 +65,12 @@ class AuthGate(RequireAuthMiddleware):
             self._refused(scope, user, 403)
             return await self._challenge(send, 403, "insufficient_scope", f"Required scope: {scopes.READ}", [scopes.READ])
         if scope["type"] == "http" and scope["method"] == "POST" and any(
-            missing for tool in scopes.TOOL_SCOPES if (missing := scopes.missing_for_tool(tool, held))
+            scopes.missing_for_tool(tool, held) for tool in self.scoped_tools
         ):
             received, body = await _read_body(receive, self.max_body)
             if received is None:
                 return  # the client left before its body was whole
-            needed = _scopes_needed(body, held)
+            needed = _scopes_needed(body, held, self.scoped_tools)
             if needed:
                 self._refused(scope, user, 403)
                 listed = " ".join(needed)
@@ -127,10 +135,10 @@ async def _read_body(receive, max_body: int) -> tuple[list | None, bytes]:
     return received, b"".join(m.get("body", b"") for m in received)
 
 
-def _scopes_needed(body: bytes, held: set[str]) -> list[str]:
-    """The scopes the tool calls in a JSON-RPC body need that `held` lacks, with those held that they
-    need too (what a client must ask for), or [] when nothing is missing."""
-    if not any(tool.encode() in body for tool in scopes.TOOL_SCOPES):
+def _scopes_needed(body: bytes, held: set[str], tools: frozenset[str]) -> list[str]:
+    """The scopes that calls of `tools` in a JSON-RPC body need when `held` lacks some, with those
+    held that they need too (what a client must ask for), or [] when nothing is missing."""
+    if not any(tool.encode() in body for tool in tools):
         return []  # the usual case, seen without parsing
     try:
         parsed = pydantic_core.from_json(body)
@@ -142,7 +150,7 @@ def _scopes_needed(body: bytes, held: set[str]) -> list[str]:
             continue
         params = message.get("params")
         name = params.get("name") if isinstance(params, dict) else None
-        if isinstance(name, str) and scopes.missing_for_tool(name, held):
+        if name in tools and scopes.missing_for_tool(name, held):
             needed += [s for s in scopes.needed_for_tool(name) if s not in needed]
     return needed
 
@@ -155,7 +163,7 @@ def install(app, auth: ServerAuth | None, audit=None) -> None:
     for route in app.routes:
         inner = getattr(route, "app", None)
         if isinstance(route, (Route, Mount)) and isinstance(inner, RequireAuthMiddleware) and not isinstance(inner, AuthGate):
-            route.app = AuthGate(inner.app, metadata_url, audit)
+            route.app = AuthGate(inner.app, metadata_url, audit, auth.scoped_tools)
     app.router.routes[:] = [r for r in app.routes if not getattr(r, "path", "").startswith(WELL_KNOWN)]
     if metadata_url:
         app.router.routes.extend(

@@ -43,6 +43,8 @@ REFETCH_S = 5.0  # an unknown key id fetches the key set again at most this ofte
 KEYS_MAX_AGE_S = 3600.0  # keys are fetched again past this age, so a key the issuer withdrew stops working
 INTROSPECTION_CACHE_S = 30.0  # an active opaque token is trusted this long before it is asked about again
 INTROSPECTION_CACHE_SIZE = 10_000
+VERIFIED_CACHE_S = 60.0  # a JWT already checked is not checked again for this long (nor past its exp)
+VERIFIED_CACHE_SIZE = 10_000
 HTTP_TIMEOUT_S = 10.0
 # RFC 9068 marks access tokens with typ at+jwt; Keycloak and Entra ID write JWT. An ID token (or any
 # JWT the issuer made for someone else) is refused by its audience, which must be this server.
@@ -129,6 +131,7 @@ class OAuthVerifier:
         self._prepared: dict[tuple[str, str], jwt.PyJWK] = {}
         self._keys_fetched = 0.0  # monotonic time of the last fetch (0: never)
         self._introspected: dict[str, tuple[float, AccessToken]] = {}
+        self._verified: dict[bytes, tuple[float, AccessToken]] = {}
         self._lock: anyio.Lock | None = None
 
     def __repr__(self) -> str:
@@ -138,11 +141,29 @@ class OAuthVerifier:
         """The token's identity and scopes, or None when it is not one of ours (the SDK answers 401)."""
         try:
             if token.count(".") == 2:
-                return await self._verify_jwt(token)
+                return await self._verify_jwt_once(token)
             return await self._introspect(token)
         except IssuerUnreachable as e:
             log.error("OAuth: cannot check a token with the issuer %s: %s", self.issuer, e)
             return None
+
+    async def _verify_jwt_once(self, token: str) -> AccessToken | None:
+        """A JWT checked once is trusted until it expires, for at most VERIFIED_CACHE_S: a client sends
+        the same token with every request, and a signature check costs about a millisecond."""
+        digest = hashlib.sha256(token.encode()).digest()
+        now = time.time()
+        cached = self._verified.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        access = await self._verify_jwt(token)
+        if access is not None:
+            if len(self._verified) >= VERIFIED_CACHE_SIZE:
+                self._verified.clear()
+            until = now + VERIFIED_CACHE_S
+            if access.expires_at is not None:
+                until = min(until, access.expires_at)
+            self._verified[digest] = (until, access)
+        return access
 
     # --- JWT access tokens (RFC 9068) --------------------------------------------------------
 

@@ -96,14 +96,21 @@ class NamedTokens:
     def __repr__(self) -> str:
         return f"NamedTokens({str(self.path)!r})"
 
+    @property
+    def _tokens(self) -> list[NamedToken]:
+        return list(self._by_digest.values())
+
+    @_tokens.setter
+    def _tokens(self, tokens: list[NamedToken]) -> None:
+        self._by_digest = {named.digest: named for named in tokens}
+
     async def verify_token(self, token: str) -> AccessToken | None:
         self._reload_if_changed()
+        # Looked up by the token's SHA-256: how long the lookup takes can tell at most something of a
+        # digest, from which no token can be worked back; the match is confirmed in constant time.
         digest = hashlib.sha256(token.encode()).digest()
-        found = None
-        for named in self._tokens:  # every entry is compared, in constant time each
-            if hmac.compare_digest(digest, named.digest):
-                found = named
-        if found is None:
+        found = self._by_digest.get(digest)
+        if found is None or not hmac.compare_digest(digest, found.digest):
             return None
         return AccessToken(token=token, client_id=found.name, scopes=list(found.scopes), subject=found.name)
 
