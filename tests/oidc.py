@@ -21,6 +21,7 @@ import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from conftest import free_port
 
@@ -129,3 +130,23 @@ async def sign_in(authorization_url: str, user: str, password: str) -> tuple[str
             form = {"login": user, "password": password} if "/login" in action else {}
             url = action
     raise AssertionError("the sign-in never came back to the client")
+
+
+class Memory:
+    """Token storage in memory, as the SDK's TokenStorage protocol wants it."""
+
+    def __init__(self):
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info):
+        self.client = client_info

@@ -1,7 +1,8 @@
 """Each caller reads only the named graphs its scopes grant (`--graph-access`), on one endpoint:
 `oxigraph serve` holding two graphs (Wikidata-shaped art from the demo KG, MetaQA's films), a real
-`kg-mcp serve --sparql` with named tokens, and the SDK's client for each caller. Nothing of the
-other graph reaches a caller through any tool, resource, the instructions or `sparql`.
+`kg-mcp serve --sparql` with named tokens and a real OpenID provider (tests/oidc.py), and the SDK's
+client for each caller. Nothing of the other graph reaches a caller through any tool, resource, the
+instructions or `sparql`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,18 @@ import httpx2
 import pyoxigraph as ox
 import pytest
 from mcp import Client
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import _oxigraph_serve, free_port, text_kb_as_ntriples, wait_for_http
+from oidc import Memory, Provider, signing_key
 from kg_mcp.backends.graph_access import read_graph_access
 from kg_mcp.demo import demo_path
 from kg_mcp.errors import ConfigError
 from kg_mcp.serving.tokens import new_token
+
+SECRET = "client-secret-" + "x" * 24
+ALL_SCOPES = "kg:read kg:sparql graph:art graph:films"
 
 ART = "http://example.org/graph/art"
 FILMS = "http://example.org/graph/films"
@@ -43,9 +49,25 @@ def endpoint(tmp_path_factory, data_dir):
     serving.close()
 
 
+def machine(client_id: str, scope: str) -> dict:
+    return {"client_id": client_id, "client_secret": SECRET, "grant_types": ["client_credentials"],
+            "redirect_uris": [], "response_types": [], "scope": ALL_SCOPES}
+
+
 @pytest.fixture(scope="module")
 def team(endpoint):
     work, url = endpoint
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    grants = {"art-ci": "kg:read graph:art", "films-ci": "kg:read graph:films"}
+    provider = Provider(work, {
+        "keys": [signing_key()],
+        "clients": [machine(name, scope) for name, scope in grants.items()],
+        "scope_by_client": grants,
+        "users": {},
+        "resources": {resource: {"scope": ALL_SCOPES}},
+    })
+    provider.start()
     tokens = {
         "alice": new_token("alice", ["kg:read", "kg:sparql", "graph:art"]),
         "bob": new_token("bob", ["kg:read", "kg:sparql", "graph:films"]),
@@ -53,21 +75,21 @@ def team(endpoint):
     }
     (work / "tokens.toml").write_text("\n".join(table for _, table in tokens.values()))
     (work / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
-    port = free_port()
     command = [sys.executable, "-m", "kg_mcp", "serve", "--sparql", url, "--transport", "http", "--port", str(port),
                "--enable-sparql", "--tokens", str(work / "tokens.toml"), "--graph-access", str(work / "access.toml"),
-               "--audit-log", str(work / "audit.jsonl")]
+               "--audit-log", str(work / "audit.jsonl"), "--oauth-issuer", provider.issuer, "--public-url", resource]
     log = open(work / "server.log", "w")
     env = {**os.environ, "KG_MCP_CACHE": str(work / "cache")}
     process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
-        yield {"url": f"http://127.0.0.1:{port}/mcp", "tokens": {n: t for n, (t, _) in tokens.items()},
-               "audit": work / "audit.jsonl"}
+        yield {"url": resource, "tokens": {n: t for n, (t, _) in tokens.items()}, "audit": work / "audit.jsonl",
+               "issuer": provider.issuer}
     finally:
         process.terminate()
         process.wait(timeout=10)
         log.close()
+        provider.stop()
 
 
 async def session_of(team, name: str) -> dict:
@@ -124,6 +146,29 @@ async def test_each_caller_reads_only_its_graphs(team):
     lines = [json.loads(line) for line in team["audit"].read_text().splitlines()]
     by_subject = {(line["subject"], tuple(line["graphs"] or ())) for line in lines if line["kind"] == "tool"}
     assert ("alice", (ART,)) in by_subject and ("bob", (FILMS,)) in by_subject
+
+
+async def test_two_machines_signed_in_by_oauth_each_read_their_graph(team):
+    """The 'done when': two callers of one server, signed in by the SDK's OAuth client with client
+    credentials, each see only their graph, and the audit log names each call's subject."""
+    metadata = httpx2.get(team["url"].replace("/mcp", "/.well-known/oauth-protected-resource/mcp")).json()
+    assert {"kg:read", "kg:sparql", "graph:art", "graph:films"} <= set(metadata["scopes_supported"])
+    seen = {}
+    for name in ("art-ci", "films-ci"):
+        auth = ClientCredentialsOAuthProvider(team["url"], Memory(), name, SECRET, issuer=team["issuer"])
+        async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
+            async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+                found = {}
+                for label in ("Vincent van Gogh", "Catch Me If You Can"):
+                    result = await client.call_tool("find_entities", {"name": label})
+                    found[label] = bool(result.structured_content["entities"])
+                seen[name] = (found, client.instructions or "")
+    assert seen["art-ci"][0] == {"Vincent van Gogh": True, "Catch Me If You Can": False}
+    assert seen["films-ci"][0] == {"Vincent van Gogh": False, "Catch Me If You Can": True}
+    assert "directed_by" in seen["films-ci"][1] and "directed_by" not in seen["art-ci"][1]
+    lines = [json.loads(line) for line in team["audit"].read_text().splitlines()]
+    calls = {(line["subject"], tuple(line["graphs"] or ())) for line in lines if line["name"] == "find_entities"}
+    assert ("art-ci", (ART,)) in calls and ("films-ci", (FILMS,)) in calls
 
 
 async def test_a_caller_granted_no_graph_is_told_so(team):

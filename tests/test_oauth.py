@@ -30,10 +30,10 @@ from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from conftest import free_port, wait_for_http
-from oidc import Provider, signing_key, sign_in
+from oidc import Memory, Provider, sign_in, signing_key
 from kg_mcp.serving.oauth import REFETCH_S
 
 SECRET = "client-secret-" + "x" * 24
@@ -129,26 +129,6 @@ def challenge(response: httpx2.Response) -> dict[str, str]:
 
 def audit_lines(team) -> list[dict]:
     return [json.loads(line) for line in team["audit"].read_text().splitlines()]
-
-
-class Memory:
-    """Token storage in memory, as the SDK's TokenStorage protocol wants it."""
-
-    def __init__(self):
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client
-
-    async def set_client_info(self, client_info):
-        self.client = client_info
 
 
 def test_discovery_starts_from_the_401(team):
