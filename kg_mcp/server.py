@@ -20,11 +20,11 @@ from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.backends import Backend, graph_access
 from kg_mcp.backends.graph_access import GraphAccess
+from kg_mcp.caller import Caller, caller_of
 from kg_mcp.errors import ConfigError
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
-from kg_mcp.caller import Caller, caller_of
 from kg_mcp.serving.audit import AuditLog, Timer, rows_of
 from kg_mcp.serving.auth import ServerAuth, server_auth
 from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
@@ -162,8 +162,6 @@ class KGServer(MCPServer):
         return self._arguments[name][1]
 
 
-
-
 def _caller(context) -> Caller:
     """Who made the request `context` belongs to (the local client outside a request)."""
     try:
@@ -201,7 +199,7 @@ def build_server(
     server.serving_auth = auth  # read by kg_mcp.serving when it builds the HTTP app
     server.audit = audit
     if graph_access is not None:
-        _instructions_per_caller(server, backend, settings, graph_access)
+        _graphs_per_caller(server, backend, settings, graph_access)
     register_tools(server, backend, settings)
     if auth is not None:
         auth.scoped_tools = frozenset(name for name in TOOL_SCOPES if server._tool_manager.get_tool(name))
@@ -211,18 +209,19 @@ def build_server(
     return server
 
 
-def _instructions_per_caller(server: KGServer, backend: Backend, settings: Settings, access: GraphAccess) -> None:
-    """Each caller's instructions summarise its own graphs, for the caller's graph set when it
-    initializes (the summary of each scope's set is taken now, so that most initializes find it ready)."""
+def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, access: GraphAccess) -> None:
+    """Each caller reads the graphs its scopes grant (KGServer.caller_graphs), and its instructions
+    summarise those graphs, computed when it initializes (the summary of each scope's graphs is taken
+    now, so that most initializes find it ready)."""
     plan = getattr(backend, "graph_plan", None)
     if plan is None:
         raise ConfigError(
             "--graph-access reads each caller's graphs through a SPARQL endpoint's dataset parameters: serve the "
-            "data from an endpoint (--sparql URL; e.g. `oxigraph serve` over graphs loaded with --graph). "
-            "A local store is read whole."
+            "data from an endpoint (--sparql URL; e.g. `oxigraph serve` over graphs loaded with "
+            "`oxigraph load --graph`). A local store is read whole."
         )
     server.graph_access = access
-    server.served_graphs = tuple(plan.graphs) if plan is not None else ()
+    server.served_graphs = tuple(plan.graphs)
     for scope in access.scopes:
         graphs = access.graphs_for([scope], server.served_graphs)
         if graphs:

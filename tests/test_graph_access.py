@@ -122,6 +122,13 @@ async def session_of(team, name: str) -> dict:
             }.items():
                 result = await client.call_tool(tool, arguments)
                 seen["tool calls"][tool] = result.content[0].text
+            # A traversal named the same by both: each continues its own, never the other's tree.
+            question = {"question": "Where was Vincent van Gogh born?", "session": "team-q1"}
+            if name == "alice":  # two steps down from van Gogh: a tree to climb back up
+                await client.call_tool("kgr_search", {**question, "entity": "wd:Q5582"})
+                await client.call_tool("kgr_search", {**question, "entity": "wd:Q9883"})
+            back = await client.call_tool("kgr_search", {"backtrack": True, "session": "team-q1"})
+            seen["tool calls"]["kgr_search"] = back.content[0].text
     return seen
 
 
@@ -141,7 +148,9 @@ async def test_each_caller_reads_only_its_graphs(team):
     assert alice["from named refused"] and bob["from named refused"]
     for tool, text in bob["tool calls"].items():  # van Gogh (wd:Q5582) is in the art graph only
         assert "Zundert" not in text, tool
-    assert "Zundert" in alice["tool calls"]["follow"]
+    # Bob never named an art entity: a traversal of the same name is his own, not alice's tree.
+    assert "wd:Q" not in bob["tool calls"]["kgr_search"]
+    assert "Zundert" in alice["tool calls"]["follow"] and "Q5582" in alice["tool calls"]["kgr_search"]
 
     lines = [json.loads(line) for line in team["audit"].read_text().splitlines()]
     by_subject = {(line["subject"], tuple(line["graphs"] or ())) for line in lines if line["kind"] == "tool"}

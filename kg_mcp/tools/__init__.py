@@ -20,7 +20,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from kg_mcp import deadline
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, graph_access
 from kg_mcp.errors import KGError
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
@@ -279,6 +279,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         topic entity.
         """
         key = traversal_key(session, ctx.headers)
+        if key is not None and (graphs := graph_access.cache_key()):
+            key = f"{key}|graphs:{graphs}"  # a tree holds what one graph set showed: never read through another
 
         def search_tree(backend, settings, *args) -> ToolOutput:
             return kgr_search(backend, settings, traversals.tree(key, question), ranker, *args)
