@@ -282,3 +282,15 @@ def test_a_rotated_key_is_fetched_on_its_first_token(team):
     assert jwt.get_unverified_header(token)["kid"] == new["kid"]
     time.sleep(REFETCH_S)  # key sets are fetched again at most this often
     assert initialize(team, token).status_code == 200
+
+
+def test_an_issuer_must_be_https_unless_on_loopback():
+    from click.testing import CliRunner
+
+    from kg_mcp.cli import main
+
+    args = ["serve", "--transport", "http", "--public-url", "https://kg.example.org/mcp", "--oauth-issuer"]
+    refused = CliRunner().invoke(main, [*args, "http://login.example.org"])
+    assert refused.exit_code != 0 and "must be reached over https" in refused.output
+    missing = CliRunner().invoke(main, ["serve", "--transport", "http", "--oauth-issuer", "https://login.example.org"])
+    assert missing.exit_code != 0 and "needs --public-url" in missing.output

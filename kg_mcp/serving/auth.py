@@ -103,7 +103,7 @@ def server_auth(
 ) -> ServerAuth | None:
     """The auth of `kg-mcp serve` from its options (None: no auth at all). Tokens are tried in the
     order: the shared token, the named tokens, the issuer's (the cheap checks first)."""
-    from kg_mcp.serving.oauth import OAuthVerifier
+    from kg_mcp.serving.oauth import OAuthVerifier, check_issuer_url
     from kg_mcp.serving.tokens import FirstOf, NamedTokens
 
     verifiers: list = []
@@ -112,6 +112,7 @@ def server_auth(
     if tokens_file:
         verifiers.append(NamedTokens(tokens_file))
     if issuer:
+        check_issuer_url(issuer)
         if not public_url:
             raise ConfigError(
                 "--oauth-issuer needs --public-url: the URL clients reach the MCP endpoint at, e.g. "
