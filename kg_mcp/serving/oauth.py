@@ -73,7 +73,9 @@ def check_issuer_url(url: str) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    """>>> is_loopback("127.0.0.2"), is_loopback("::1"), is_loopback("localhost"), is_loopback("10.0.0.1")
+    """Whether `host` is a loopback name or address.
+
+    >>> is_loopback("127.0.0.2"), is_loopback("::1"), is_loopback("localhost"), is_loopback("10.0.0.1")
     (True, True, True, False)
     """
     if host == "localhost":
