@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
     trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
+    # Replicas behind a load balancer (docs/team/deploy.md).
+    stateless: bool = Field(False, description="streamable HTTP without MCP sessions: any replica can take any request")
+    redis: str = Field("", description="redis:// URL of the store shared by replicas (traversals, rate limits, places, locks); empty: this process")
 
     @field_validator("graphs", mode="before")
     @classmethod

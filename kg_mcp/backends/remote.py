@@ -30,6 +30,7 @@ from kg_mcp.backends.named_graphs import (
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
+from kg_mcp.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,9 @@ class RemoteBackend(SparqlBackend):
 
     # --- transport (kg_mcp.backends.http_transport) ----------------------------------------------
     def _fetch(self, query: str, graphs: tuple[str, ...] | None = None) -> tuple[bytes, dict[str, str]]:
-        return self.http.fetch_with_headers(query, graphs)
+        with tracing.span("sparql endpoint query", **{"db.system": "sparql", "server.address": self.url}), \
+                metrics.endpoint_query():
+            return self.http.fetch_with_headers(query, graphs)
 
     def close(self) -> None:
         if self.names is not None:

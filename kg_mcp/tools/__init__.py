@@ -33,7 +33,8 @@ from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
-from kg_mcp.traversal import TraversalStore
+from kg_mcp.state import SharedState
+from kg_mcp.state.memory import InProcessState
 
 __all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
@@ -70,8 +71,9 @@ OUTPUT_MODELS = {
 LIGHT_ROWS = 200
 
 
-def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> None:
-    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool)."""
+def register_tools(server: MCPServer, backend: Backend, settings: Settings, shared: SharedState | None = None) -> None:
+    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool); state that
+    outlives a call (kgr_search's traversals) lives in `shared` (kg_mcp.state; this process by default)."""
     annotations = ToolAnnotations(
         read_only_hint=True,
         destructive_hint=False,
@@ -244,7 +246,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
-    traversals = TraversalStore()
+    shared = shared or InProcessState()
     ranker = ranker_from_env()
 
     @server.tool(
@@ -279,9 +281,16 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         topic entity.
         """
         key = traversal_key(session, ctx.headers)
+        # A proxy's retry of this very request (the answer was lost with a replica) carries the same id.
+        request_id = next((v for k, v in (ctx.headers or {}).items() if k.lower() == "x-request-id"), None)
 
         def search_tree(backend, settings, *args) -> ToolOutput:
-            return kgr_search(backend, settings, traversals.tree(key, question), ranker, *args)
+            with shared.checkout(key, question, request_id) as taken:
+                if taken.replayed is not None:
+                    return ToolOutput(taken.replayed["text"], TraverseResult.model_validate(taken.replayed["data"]))
+                out = kgr_search(backend, settings, taken.tree, ranker, *args)
+                taken.answer = {"text": out.text, "data": out.data.model_dump(mode="json")}
+                return out
 
         return await run(search_tree, entity, backtrack, top_k, heavy=True)
 
