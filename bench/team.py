@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 import statistics
 import time
 import uuid
@@ -109,7 +110,8 @@ async def reference_traversals(store: Path) -> list[list[dict]]:
 
 
 def client_for(url: str, ca_file: Path | None, mode: str = "auto") -> tuple[Client, httpx2.AsyncClient]:
-    http = httpx2.AsyncClient(verify=str(ca_file) if ca_file else True, timeout=120)
+    verify = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
+    http = httpx2.AsyncClient(verify=verify, timeout=120)
     return Client(streamable_http_client(url, http_client=http), mode=mode), http
 
 

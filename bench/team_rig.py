@@ -36,7 +36,7 @@ pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    log_format team '$request_id $status $upstream_addr $upstream_status $request_time';
+    log_format team '$request_id|$status|$upstream_addr|$upstream_status|$request_time|$uri';
     access_log {prefix}/access.log team;
     client_body_temp_path {prefix}/tmp/body;
     proxy_temp_path {prefix}/tmp/proxy;
@@ -109,25 +109,7 @@ class Team:
 
     # --- parts ----------------------------------------------------------------------------------
     def start_redis(self) -> None:
-        folder = self.work / "redis"
-        folder.mkdir(exist_ok=True)
-        self.redis = subprocess.Popen(
-            ["redis-server", str(STOCK_REDIS_CONF), "--port", str(self.redis_port), "--bind", "127.0.0.1",
-             "--daemonize", "no", "--supervised", "no", "--dir", str(folder), "--logfile", "",
-             "--pidfile", str(folder / "redis.pid"), "--save", "", "--appendonly", "no", "--unixsocket", "",
-             "--maxmemory", "128mb", "--maxmemory-policy", "volatile-lru"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        import redis
-
-        while True:
-            try:
-                redis.Redis(port=self.redis_port, socket_timeout=1).ping()
-                return
-            except redis.RedisError:
-                if time.monotonic() > deadline or self.redis.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.1)
+        self.redis = start_redis(self.redis_port, self.work / "redis")
 
     def stop_redis(self) -> None:
         if self.redis is not None:
@@ -200,9 +182,11 @@ class Team:
             return error.code, error.read().decode()
 
     def access_log(self) -> list[list[str]]:
-        """nginx's lines: request id, status, upstream address(es), upstream status(es), time."""
+        """nginx's lines for /mcp: request id, status, upstream address(es) ("a, b" when it was sent
+        again to another), upstream status(es), time."""
         path = self.work / "nginx" / "access.log"
-        return [line.split(" ", 4) for line in path.read_text().splitlines()] if path.exists() else []
+        lines = [line.split("|") for line in path.read_text().splitlines()] if path.exists() else []
+        return [line[:5] for line in lines if line[5] == "/mcp"]
 
     def log(self, i: int) -> str:
         return (self.work / f"replica-{i}.log").read_text(errors="replace")
@@ -220,6 +204,29 @@ class Team:
             if process is not None:
                 _end(process)
         self.stop_redis()
+
+
+def start_redis(port: int, folder: Path) -> subprocess.Popen:
+    """Debian's redis-server from its stock config, on 127.0.0.1:`port`, nothing saved to disk."""
+    import redis
+
+    folder.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        ["redis-server", str(STOCK_REDIS_CONF), "--port", str(port), "--bind", "127.0.0.1",
+         "--daemonize", "no", "--supervised", "no", "--dir", str(folder.resolve()), "--logfile", "",
+         "--pidfile", str(folder.resolve() / "redis.pid"), "--save", "", "--appendonly", "no", "--unixsocket", "",
+         "--maxmemory", "128mb", "--maxmemory-policy", "volatile-lru"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            redis.Redis(host="127.0.0.1", port=port, socket_timeout=1).ping()
+            return process
+        except redis.RedisError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                _end(process)
+                raise RuntimeError(f"redis-server did not start on port {port}") from None
+            time.sleep(0.1)
 
 
 def _end(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:

@@ -209,7 +209,7 @@ class RedisState(SharedState):
         `fail`, else None after logging (the caller goes on without the lock)."""
         key, token = f"{PREFIX}lock:{name}", uuid.uuid4().hex
         try:
-            with self._answering("lock"):
+            with self._answering("traversal" if name.startswith("tree:") else "lock"):
                 taken = self.redis.set(key, token, nx=True, px=int(LEASE_S * 1000))
         except SharedStateError:
             if fail:
