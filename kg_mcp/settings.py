@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     heavy_calls: int = Field(
         2, ge=1, le=64, description="long tool calls (verify, follow, kgr_search, batches) run at once; more wait their turn"
     )
+    worker_processes: int = Field(
+        0, ge=0, le=64, description="long tool calls run in this many worker processes, each with the store open "
+        "read-only, so light calls never wait on them for the interpreter (0: worker threads; local stores only)"
+    )
     # The HTTP transports' bounds (kg_mcp.serving.limits explains the defaults).
     header_timeout_s: float = Field(10.0, gt=0, description="HTTP: a connection that has not sent a whole request head by then is closed")
     body_timeout_s: float = Field(30.0, gt=0, description="HTTP: a request body that has not arrived by then closes its connection")

@@ -8,6 +8,7 @@ import math
 import time
 
 from kg_mcp.state import SharedStateError
+from kg_mcp.state.memory import take_token
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,6 @@ class RateLimit:
             raise ValueError("per_minute must be at least 1")
         self.app = app
         self.per_minute = per_minute
-        self.rate = per_minute / 60.0  # tokens a second
         self.clock = clock
         self.shared = shared  # kg_mcp.state: with Redis, one bucket per client across replicas
         self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
@@ -79,20 +79,4 @@ class RateLimit:
 
     def _take(self, client: str) -> float | None:
         """Spend one request of `client`'s bucket: None if allowed, else the seconds until one is."""
-        now = self.clock()
-        tokens, at = self.buckets.get(client, (float(self.per_minute), now))
-        tokens = min(float(self.per_minute), tokens + (now - at) * self.rate)
-        if tokens >= 1.0:
-            self.buckets[client] = (tokens - 1.0, now)
-            if len(self.buckets) > self.MAX_CLIENTS:
-                self._prune(now)
-            return None
-        self.buckets[client] = (tokens, now)
-        return (1.0 - tokens) / self.rate
-
-    def _prune(self, now: float) -> None:
-        full = [c for c, (t, at) in self.buckets.items() if t + (now - at) * self.rate >= self.per_minute]
-        for c in full:
-            del self.buckets[c]
-        while len(self.buckets) > self.MAX_CLIENTS:  # all busy: forget the oldest ones
-            del self.buckets[min(self.buckets, key=lambda c: self.buckets[c][1])]
+        return take_token(self.buckets, client, self.per_minute, self.clock(), self.MAX_CLIENTS)

@@ -87,9 +87,10 @@ class _HeldName(Lease):
             self.state._locks.discard(self.name)
 
 
-def take_token(buckets: dict[str, tuple[float, float]], key: str, per_minute: int, now: float) -> float | None:
+def take_token(buckets: dict[str, tuple[float, float]], key: str, per_minute: int, now: float,
+               max_keys: int = MAX_BUCKETS) -> float | None:
     """A token bucket of `per_minute` requests refilling continuously: None if one is spent, else the
-    seconds until one is there. Idle (full) buckets are dropped past MAX_BUCKETS, then the oldest.
+    seconds until one is there. Past `max_keys` buckets, idle (full) ones are dropped, then the oldest.
 
     >>> b = {}; [take_token(b, "a", 2, 0.0), take_token(b, "a", 2, 0.0), take_token(b, "a", 2, 0.0)]
     [None, None, 30.0]
@@ -99,10 +100,10 @@ def take_token(buckets: dict[str, tuple[float, float]], key: str, per_minute: in
     tokens = min(float(per_minute), tokens + (now - at) * rate)
     if tokens >= 1.0:
         buckets[key] = (tokens - 1.0, now)
-        if len(buckets) > MAX_BUCKETS:
+        if len(buckets) > max_keys:
             for full in [k for k, (t, a) in buckets.items() if t + (now - a) * rate >= per_minute]:
                 del buckets[full]
-            while len(buckets) > MAX_BUCKETS:
+            while len(buckets) > max_keys:
                 del buckets[min(buckets, key=lambda k: buckets[k][1])]
         return None
     buckets[key] = (tokens, now)

@@ -9,6 +9,7 @@ tool errors that tell the model how to fix the call.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Literal
 
 import anyio
@@ -22,6 +23,7 @@ from pydantic import Field
 from kg_mcp import deadline
 from kg_mcp.backends import Backend
 from kg_mcp.errors import KGError
+from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import ToolOutput, bounded_data
@@ -93,10 +95,20 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
     local = backend.kind == "oxigraph"
     heavy_lane: RunVar[anyio.CapacityLimiter] = RunVar("kg_mcp_heavy_lane")
 
-    def call(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
+    # Long calls in worker processes (kg_mcp.tools.processes) when settings.worker_processes says so.
+    pool = None
+    if settings.worker_processes and local and getattr(backend, "path", None):
+        from kg_mcp.tools.processes import WorkerPool
+
+        pool = WorkerPool(backend.path, backend.profile.name, settings, settings.worker_processes)
+
+    def call(tool: Callable[..., ToolOutput], *args, in_worker: bool = False) -> CallToolResult:
         try:
             with deadline.within(settings.tool_timeout_s):
-                out = tool(backend, settings, *args)
+                if in_worker and pool is not None and tool.__name__ in pool.TOOLS:
+                    out, _ = pool.run(tool.__name__, args)
+                else:
+                    out = tool(backend, settings, *args)
         except KGError as error:
             raise ToolError(str(error)) from None
         return CallToolResult(
@@ -116,7 +128,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                 placed = True
             except anyio.WouldBlock:
                 placed = False
-                with anyio.move_on_after(deadline.left() or 0):
+                with anyio.move_on_after(deadline.left() or 0), metrics.long_call_waiting():
                     await lane.acquire()
                     placed = True
             if not placed:
@@ -125,7 +137,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                     f"({settings.tool_timeout_s:g} s) for a turn. Try again in a moment, or narrow the call."
                 )
             try:
-                return await anyio.to_thread.run_sync(call, tool, *args)
+                with metrics.long_call_running():
+                    return await anyio.to_thread.run_sync(partial(call, in_worker=True), tool, *args)
             finally:
                 lane.release()
 
@@ -288,7 +301,12 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             with shared.checkout(key, question, request_id) as taken:
                 if taken.replayed is not None:
                     return ToolOutput(taken.replayed["text"], TraverseResult.model_validate(taken.replayed["data"]))
-                out = kgr_search(backend, settings, taken.tree, ranker, *args)
+                if pool is not None:
+                    with taken.tree.lock:  # one step at a time on a tree, as kgr_search itself holds it
+                        out, moved = pool.run("kgr_search", args, taken.tree)
+                    taken.tree = moved
+                else:
+                    out = kgr_search(backend, settings, taken.tree, ranker, *args)
                 taken.answer = {"text": out.text, "data": out.data.model_dump(mode="json")}
                 return out
 
