@@ -161,7 +161,7 @@ def done_when(store: Path, work: Path, seconds: float, kill_at: float) -> int:
             print(f"replica 1 (port {team.ports[1]}) SIGKILLed at {kill_at:.0f} s", flush=True)
 
         tally = asyncio.run(run_load(team.url, team.ca_file, 6, seconds, killer, legacy=1))
-        print(summary(tally, seconds))
+        print(f"{summary(tally, seconds)}; load average {os.getloadavg()[0]:.2f}")
         wrong = [(which, steps) for which, steps in tally.traversals if steps != expected[which]]
         print(f"traversals answered as on one process: {len(tally.traversals) - len(wrong)} of {len(tally.traversals)}")
         for failure in tally.failures[:10]:
@@ -178,15 +178,16 @@ def replicas_rate(store: Path, work: Path, counts: list[int], seconds: float, cl
     for n in counts:
         with Team(store, work / f"r{n}", n) as team:
             asyncio.run(run_load(team.url, team.ca_file, clients, 3))  # warm-up: connections, caches
+            cpu = time.process_time()
             tally = asyncio.run(run_load(team.url, team.ca_file, clients, seconds))
-            print(f"{n} replica(s), {clients} clients: {summary(tally, seconds)}; load average {os.getloadavg()[0]:.2f}",
-                  flush=True)
+            print(f"{n} replica(s), {clients} clients: {summary(tally, seconds)}; the clients' own CPU "
+                  f"{time.process_time() - cpu:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
 
 
 def main() -> int:
     import logging
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request otherwise
     parser = argparse.ArgumentParser(prog="python -m bench.team", description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True, help="a store made by kg-mcp load (MetaQA's)")
     parser.add_argument("--work", type=Path, default=Path(".bench") / "team")
