@@ -17,7 +17,6 @@ import subprocess
 import time
 
 import httpx2
-import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 

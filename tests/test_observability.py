@@ -5,7 +5,6 @@ exporter's protobuf), and a rate limit that holds across two replicas sharing Re
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import subprocess
@@ -16,13 +15,13 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx2
+from conftest import wait_for_http
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from bench.common import free_port
 from bench.team_rig import _end, start_redis, tool_counts
-from conftest import wait_for_http
 
 
 @contextmanager

@@ -14,8 +14,7 @@ import redis
 from bench.common import free_port
 from bench.team_rig import _end, start_redis
 from kg_mcp.serving.rate_limit import RateLimit
-from kg_mcp.state import SharedStateError
-from kg_mcp.state import redis_store
+from kg_mcp.state import SharedStateError, redis_store
 from kg_mcp.state.memory import InProcessState
 from kg_mcp.state.redis_store import RedisState
 from kg_mcp.state.trees import decode, encode

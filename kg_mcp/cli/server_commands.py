@@ -81,7 +81,8 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
             body_timeout_s=body_timeout, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
     settings = _settings(languages, enable_sparql)
-    stateless = settings.stateless if stateless is None else stateless
+    if stateless is None:  # KG_MCP_STATELESS (an environment file's) concerns streamable HTTP only
+        stateless = settings.stateless and transport == "http"
     redis_url = settings.redis if redis_url is None else redis_url
     if stateless and transport != "http":
         raise ConfigError("--stateless applies to --transport http (streamable HTTP).")

@@ -22,8 +22,8 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 
-from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.observability import metrics
+from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.serving.guards import HostOriginGuard, JsonRpcIdCheck
 from kg_mcp.serving.health import OpsRoutes, Readiness
 from kg_mcp.serving.instrument import HttpStatusMetrics, ToolCallMetrics

@@ -26,6 +26,8 @@ from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
+from kg_mcp.state import SharedState
+from kg_mcp.state.memory import InProcessState
 from kg_mcp.tools._render import ToolOutput, bounded_data
 from kg_mcp.tools.find_entities import FindResult, find_entities
 from kg_mcp.tools.follow import FollowResult, follow
@@ -35,8 +37,6 @@ from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
-from kg_mcp.state import SharedState
-from kg_mcp.state.memory import InProcessState
 
 __all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
