@@ -25,12 +25,13 @@ from bench.team_rig import _end, start_redis, tool_counts
 
 
 @contextmanager
-def replica(*args: str):
-    """`kg-mcp serve --transport http --stateless` over the demo KG; yields its base URL."""
+def replica(*args: str, env: dict | None = None):
+    """`kg-mcp serve --transport http --stateless` (over the demo KG unless `args` name a store);
+    yields its base URL."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "kg_mcp", "serve", "--transport", "http", "--stateless",
                                 "--port", str(port), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=dict(os.environ))
+                               env=dict(os.environ, **(env or {})))
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base + "/healthz", timeout=60)
@@ -108,6 +109,27 @@ def test_health_metrics_and_traces_of_one_replica():
     assert len(calls) == 3 and queries
     under = {bytes(s.trace_id) for s in calls}
     assert any(bytes(q.trace_id) in under and bytes(q.parent_span_id) for q in queries)  # a call's query, under it
+
+
+def test_a_long_calls_trace_goes_on_in_its_worker_process(metaqa_store_dir):
+    collector = Collector()
+    try:
+        with replica("--store", str(metaqa_store_dir), "--otlp-endpoint", collector.url,
+                     env={"KG_MCP_WORKER_PROCESSES": "1"}) as base:
+            async def verify():
+                async with Client(streamable_http_client(base + "/mcp")) as client:
+                    return await client.call_tool("verify", {"claims": [
+                        {"subject": "kg:Forrest_Gump", "relation": "starred_actors", "object": "kg:Tom_Hanks"}]})
+
+            assert not asyncio.run(verify()).is_error
+            deadline = time.monotonic() + 15
+            while not any(s.name == "worker verify" for s in collector.spans) and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        collector.close()
+    call = next(s for s in collector.spans if s.name == "tools/call verify")
+    worker = next(s for s in collector.spans if s.name == "worker verify")
+    assert worker.trace_id == call.trace_id and worker.parent_span_id  # one trace across the two processes
 
 
 def test_readiness_says_when_redis_does_not_answer():

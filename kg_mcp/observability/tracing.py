@@ -12,18 +12,19 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from opentelemetry import trace
+from opentelemetry.propagate import extract, inject
 
 from kg_mcp.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 _tracer = trace.get_tracer("kg-mcp")
-_enabled = False  # spans cost a few microseconds each: none at all unless traces are sent somewhere
+_endpoint: str | None = None  # spans cost a few microseconds each: none at all unless traces are sent somewhere
 
 
 def configure(endpoint: str, service_name: str = "kg-mcp") -> None:
     """Send spans to the OTLP/HTTP collector at `endpoint` (e.g. http://127.0.0.1:4318), in batches."""
-    global _enabled
+    global _endpoint
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -35,29 +36,46 @@ def configure(endpoint: str, service_name: str = "kg-mcp") -> None:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")))
     trace.set_tracer_provider(provider)
-    _enabled = True
+    _endpoint = endpoint
     log.info("sending traces to %s", endpoint)
 
 
-def enabled() -> bool:
-    return _enabled
+def endpoint() -> str | None:
+    """Where spans go (None: traces are off); a worker process sends its own there too."""
+    return _endpoint
 
 
 def span(name: str, **attributes) -> AbstractContextManager:
     """A span under the current one (a tool call's), or nothing when traces are off."""
-    if not _enabled:
+    if _endpoint is None:
         return nullcontext()
-    return _span(name, attributes)
+    return _span(name, attributes, None)
+
+
+def carrier() -> dict[str, str]:
+    """The current span's context as W3C headers, to continue the trace in another process."""
+    headers: dict[str, str] = {}
+    if _endpoint is not None:
+        inject(headers)
+    return headers
+
+
+def continued(headers: dict[str, str], name: str, **attributes) -> AbstractContextManager:
+    """A span under the one `carrier` described in another process (nothing when traces are off)."""
+    if _endpoint is None or not headers:
+        return nullcontext()
+    return _span(name, attributes, extract(headers))
 
 
 @contextmanager
-def _span(name: str, attributes: dict) -> Iterator[None]:
-    with _tracer.start_as_current_span(name, attributes={k: v for k, v in attributes.items() if v is not None}):
+def _span(name: str, attributes: dict, context) -> Iterator[None]:
+    kept = {k: v for k, v in attributes.items() if v is not None}
+    with _tracer.start_as_current_span(name, context=context, attributes=kept):
         yield
 
 
 def shutdown() -> None:
     """Send what is still batched (at exit)."""
     provider = trace.get_tracer_provider()
-    if _enabled and hasattr(provider, "shutdown"):
+    if _endpoint is not None and hasattr(provider, "shutdown"):
         provider.shutdown()

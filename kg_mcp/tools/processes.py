@@ -4,7 +4,8 @@ interpreter lock (`KG_MCP_WORKER_PROCESSES`, 0: worker threads as before).
 Each worker opens the same store read-only (several processes may) and runs the tool function
 there; what crosses the pipe is the arguments and the answer as JSON data (and, for kgr_search,
 the traversal tree in its JSON form, kg_mcp.state.trees, both ways). The call's deadline goes
-with it: the worker's loops stop at the same moment as they would in the server. A worker that
+with it: the worker's loops stop at the same moment as they would in the server; so does its
+trace, when traces are on (the worker's spans hang under the call's). A worker that
 dies (killed, out of memory) takes only its call with it: the pool is made again for the next.
 
 Only stores opened from a folder are served this way (a worker must be able to open the store
@@ -22,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from kg_mcp import deadline
 from kg_mcp.errors import KGError
-from kg_mcp.observability import metrics
+from kg_mcp.observability import metrics, tracing
 from kg_mcp.settings import Settings
 from kg_mcp.state.trees import decode, encode
 from kg_mcp.traversal import Tree
@@ -43,9 +44,11 @@ def _tools() -> dict:
     return {"search": search, "follow": follow, "explore_kg": explore_kg, "verify": verify, "kgr_search": kgr_search}
 
 
-def _start(path: str, profile: str, settings_json: str) -> None:
+def _start(path: str, profile: str, settings_json: str, traces_to: str | None) -> None:
     global _backend, _ranker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
+    if traces_to:
+        tracing.configure(traces_to, "kg-mcp-worker")
     from kg_mcp.backends import open_store
     from kg_mcp.ranking import ranker_from_env
 
@@ -57,12 +60,12 @@ def _ready() -> bool:
     return _backend is not None
 
 
-def _run(name: str, args: tuple, seconds: float, tree: dict | None):
+def _run(name: str, args: tuple, seconds: float, tree: dict | None, trace_headers: dict):
     """('ok', text, data, tree) or ('error', message, None, tree): the tree as the call left it."""
     tool = _tools()[name]
     moved = decode(tree) if tree is not None else None
     try:
-        with deadline.within(seconds):
+        with deadline.within(seconds), tracing.continued(trace_headers, f"worker {name}"):
             if moved is not None:
                 out = tool(_backend, _backend.settings, moved, _ranker, *args)
             else:
@@ -86,7 +89,7 @@ class WorkerPool:
     TOOLS = frozenset({"search", "follow", "explore_kg", "verify", "kgr_search"})
 
     def __init__(self, path: str, profile: str, settings: Settings, size: int):
-        self.args = (path, profile, settings.model_dump_json())
+        self.args = (path, profile, settings.model_dump_json(), tracing.endpoint())
         self.timeout_s = settings.tool_timeout_s
         self.size = size
         self._lock = threading.Lock()
@@ -110,7 +113,8 @@ class WorkerPool:
             pool = self._pool
         try:
             outcome, text, data, moved = pool.submit(
-                _run, name, args, left if left is not None else self.timeout_s, encode(tree) if tree is not None else None
+                _run, name, args, left if left is not None else self.timeout_s, encode(tree) if tree is not None else None,
+                tracing.carrier(),
             ).result()
         except BrokenProcessPool:
             metrics.WORKER_RESTARTS.inc()
