@@ -72,6 +72,20 @@ def shipped_config_for(ports: list[int], https_port: int, http_port: int, cert: 
     return text
 
 
+def nginx_prefix(prefix: Path, site: str) -> subprocess.CompletedProcess:
+    """A folder for nginx (`nginx -p PREFIX -c PREFIX/nginx.conf`) serving `site` as Debian's
+    nginx.conf serves a conf.d file; returns what `nginx -t` said of it."""
+    shutil.rmtree(prefix, ignore_errors=True)
+    (prefix / "tmp").mkdir(parents=True)
+    (prefix / "kg-mcp.conf").write_text(site)
+    main = _MAIN.format(prefix=prefix)
+    if os.geteuid() == 0:  # as root, nginx's workers would switch to `nobody`, who cannot enter the run's folder
+        main = "user root;\n" + main
+    (prefix / "nginx.conf").write_text(main)
+    return subprocess.run(["nginx", "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
+                          capture_output=True, text=True)
+
+
 class Team:
     """Redis, `replicas` kg-mcp replicas and nginx; `url` is the MCP endpoint over TLS (trust `ca_file`)."""
 
@@ -142,16 +156,8 @@ class Team:
 
     def _start_nginx(self) -> None:
         prefix = self.work / "nginx"
-        shutil.rmtree(prefix, ignore_errors=True)
-        (prefix / "tmp").mkdir(parents=True)
-        (prefix / "kg-mcp.conf").write_text(
-            shipped_config_for(self.ports, self.https_port, self.http_port, self.cert_file, self.key_file))
-        main = _MAIN.format(prefix=prefix)
-        if os.geteuid() == 0:  # as root, nginx's workers would switch to `nobody`, who cannot enter the run's folder
-            main = "user root;\n" + main
-        (prefix / "nginx.conf").write_text(main)
-        check = subprocess.run(["nginx", "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
-                               capture_output=True, text=True)
+        check = nginx_prefix(prefix, shipped_config_for(self.ports, self.https_port, self.http_port, self.cert_file,
+                                                       self.key_file))
         if check.returncode != 0:
             raise RuntimeError(f"nginx -t refused the config: {check.stderr}")
         self.nginx = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(prefix / "nginx.conf")],

@@ -21,14 +21,23 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.team import TRAVERSALS, reference_traversals, run_load, traverse
-from bench.team_rig import SHIPPED_NGINX, Team, shipped_config_for, tool_counts
+from bench.team_rig import SHIPPED_NGINX, Team, nginx_prefix, shipped_config_for, tool_counts
 
 LOAD_S, KILL_AT_S = 10.0, 3.0
 
 
 def test_the_shipped_nginx_config_passes_nginx_t(tmp_path):
+    import trustme
+
+    cert = trustme.CA().issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "c.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "k.pem"))
     text = shipped_config_for([9001, 9002], 9443, 9080, tmp_path / "c.pem", tmp_path / "k.pem")
     assert text.count("server 127.0.0.1:") == 2 and "listen 127.0.0.1:9443 ssl;" in text
+    check = nginx_prefix(tmp_path / "nginx", text)
+    assert check.returncode == 0 and "test is successful" in check.stderr, check.stderr
+    broken = nginx_prefix(tmp_path / "broken", text.replace("proxy_buffering off;", "proxy_buffering of;"))
+    assert broken.returncode != 0  # nginx -t does read what it is given
     shipped = SHIPPED_NGINX.read_text()
     for directive in ("proxy_buffering off;", "non_idempotent", "proxy_set_header X-Request-ID $request_id;",
                       "client_max_body_size 4m;", "client_header_timeout 10s;", "limit_conn kg_mcp_connections 256;"):

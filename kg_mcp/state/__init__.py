@@ -7,8 +7,9 @@ behind a load balancer sees the same trees, limits and locks. Keys are per calle
 (kg_mcp.caller) or per traversal; everything kept has a time to live and a bound on its size.
 
 When Redis does not answer, the calls that cannot do without it (kgr_search's traversals) get an
-error in our words that says to try again; rate limits and places fall back to this process's own
-(per replica) and name-index builds go ahead here; /readyz reports the outage.
+error in our words that says to try again; rate limits fall back to this process's own (per
+replica) and name-index builds go ahead here; /readyz reports the outage. Places raise
+SharedStateError: their user decides whether to go on without.
 """
 
 from __future__ import annotations
