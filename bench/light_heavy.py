@@ -54,12 +54,17 @@ def main() -> int:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     print("mode | light alone p50 / p99 | light during heavy p50 / p99 | light failed | heavy answered (ok) | load avg")
+    during = {}
     for mode, workers in (("threads (before)", "0"), ("processes (after)", "2")):
         os.environ["KG_MCP_WORKER_PROCESSES"] = workers
         r = asyncio.run(measure(args.store, args.work, args.seconds, args.heavy_clients, args.light_calls))
+        during[mode] = r["during"]
         print(f"{mode} | {ms(r['alone'], 0.5):.1f} / {ms(r['alone'], 0.99):.1f} ms | {ms(r['during'], 0.5):.1f} / "
               f"{ms(r['during'], 0.99):.1f} ms | {r['failures']} of {len(r['during'])} | {len(r['heavy'])} "
               f"({sum(r['heavy'])}) | {os.getloadavg()[0]:.2f}", flush=True)
+    before, after = during.values()
+    print(f"after / before, light calls during heavy load: p50 {ms(after, 0.5) / ms(before, 0.5):.2f}, "
+          f"p99 {ms(after, 0.99) / ms(before, 0.99):.2f}")
     return 0
 
 

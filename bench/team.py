@@ -175,13 +175,18 @@ def done_when(store: Path, work: Path, seconds: float, kill_at: float) -> int:
 
 
 def replicas_rate(store: Path, work: Path, counts: list[int], seconds: float, clients: int) -> None:
+    """Calls/s for each replica count, and its ratio to the first count's (the baseline, same run)."""
+    baseline = None
     for n in counts:
         with Team(store, work / f"r{n}", n) as team:
             asyncio.run(run_load(team.url, team.ca_file, clients, 3))  # warm-up: connections, caches
             cpu = time.process_time()
             tally = asyncio.run(run_load(team.url, team.ca_file, clients, seconds))
-            print(f"{n} replica(s), {clients} clients: {summary(tally, seconds)}; the clients' own CPU "
-                  f"{time.process_time() - cpu:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
+            rate = tally.calls / seconds
+            baseline = baseline or rate
+            print(f"{n} replica(s), {clients} clients: {summary(tally, seconds)}; {rate / baseline:.2f}x "
+                  f"{counts[0]} replica(s); the clients' own CPU {time.process_time() - cpu:.1f} s; "
+                  f"load average {os.getloadavg()[0]:.2f}", flush=True)
 
 
 def main() -> int:
