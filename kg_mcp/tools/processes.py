@@ -105,7 +105,7 @@ class WorkerPool:
         return pool
 
     def run(self, name: str, args: tuple, tree: Tree | None = None):
-        """(text, data, tree) of the tool `name` run in a worker; KGError as in the server."""
+        """(ToolOutput, the tree as the call left it) of the tool `name` run in a worker; KGError as in the server."""
         from kg_mcp.tools._render import ToolOutput
 
         left = deadline.left()
