@@ -32,7 +32,7 @@ def replica(*args: str, env: dict | None = None):
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "kg_mcp", "serve", "--transport", "http", "--stateless",
                                 "--port", str(port), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=dict(os.environ, **(env or {})))
+                               env=dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="200", **(env or {})))  # spans sent at once
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base + "/healthz", timeout=60)
@@ -95,8 +95,10 @@ def test_health_metrics_and_traces_of_one_replica():
             metrics = httpx2.get(base + "/metrics")
             assert metrics.headers["content-type"].startswith("text/plain")
             text = metrics.text
-            deadline = time.monotonic() + 10
-            while not any(s.name == "store query" for s in collector.spans) and time.monotonic() < deadline:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (
+                    any(s.name == "store query" for s in collector.spans)
+                    and sum(s.name == "tools/call search" for s in collector.spans) >= 3):
                 time.sleep(0.2)  # spans go out in batches
     finally:
         collector.close()
@@ -125,9 +127,10 @@ def test_a_long_calls_trace_goes_on_in_its_worker_process(metaqa_store_dir):
                         {"subject": "kg:Forrest_Gump", "relation": "starred_actors", "object": "kg:Tom_Hanks"}]})
 
             assert not asyncio.run(verify()).is_error
-            deadline = time.monotonic() + 15
-            while not any(s.name == "worker verify" for s in collector.spans) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not {"worker verify", "tools/call verify"} <= {
+                    s.name for s in collector.spans}:
+                time.sleep(0.2)  # each process sends its own spans, in batches
     finally:
         collector.close()
     call = next(s for s in collector.spans if s.name == "tools/call verify")

@@ -7,8 +7,8 @@ request exists: kg_mcp.serving.connections), the count of its response's status
 routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
 (kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the JSON-RPC id check
 and the session caps (kg_mcp.serving.sessions) before the SDK's transport. With `stateless` the SDK
-keeps no MCP session: every request stands alone, so any replica behind a load balancer can take it
-(docs/team/deploy.md).
+keeps no MCP session and answers in one JSON body: every request stands alone, so any replica behind
+a load balancer can take it, and another can take it again if the first dies (docs/team/deploy.md).
 """
 
 from __future__ import annotations
@@ -110,6 +110,11 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
             transport_security=loose,
             host=host,
             stateless_http=stateless,
+            # Stateless: each answer as one JSON body, sent only once it is whole. A replica that dies
+            # mid-call has then sent nothing, and the proxy can send the request to another one; an
+            # event stream would have started (its headers at once, or after 15 s of a long call)
+            # and could only break. No kg-mcp tool streams progress.
+            json_response=stateless,
             max_sessions=limits.max_sessions + limits.max_sessions_per_client,  # ours refuses first (SessionCap)
             session_idle_timeout=limits.session_idle_timeout_s,
         )
