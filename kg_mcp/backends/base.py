@@ -164,6 +164,12 @@ class Backend(ABC):
         profile names no such mark)."""
         return set()
 
+    def addresses_blank_nodes(self, example: ox.BlankNode | None = None) -> bool:
+        """Whether the tools may show blank nodes by their handle (`_:label`): every method then
+        takes them as it takes IRIs. `example`, a blank node this backend returned, lets an endpoint
+        be probed for a way to name one in a query."""
+        return False
+
     @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...
 

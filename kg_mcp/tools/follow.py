@@ -213,10 +213,11 @@ def _render(
     namer.add(t for b in branches for t, _ in b.walk.heaviest)
     unchecked = [b for b in branches if b.walk.cut_at_hop and not b.checked_backwards]
     complete = not unchecked
-    order = sorted(ends, key=lambda t: (-ends[t], _sort_text(namer, t)))
+    # Blank nodes after the rest: they never push a named end entity out of the list.
+    order = sorted(ends, key=lambda t: (isinstance(t, ox.BlankNode), -ends[t], _sort_text(namer, t)))
     namer.add(order[:shown_cap])
     shown = order[:shown_cap] if complete else []
-    left_order = sorted(left_out or {}, key=lambda t: (-left_out[t], _sort_text(namer, t))) if complete else []
+    left_order = sorted(left_out or {}, key=lambda t: (isinstance(t, ox.BlankNode), -left_out[t], _sort_text(namer, t))) if complete else []
     namer.add(left_order[:LEFT_OUT_SHOWN])
     through = _through(branches, excluded)
 
@@ -309,7 +310,7 @@ def _left_out_lines(
         else 'Pass exclude_through="none" to keep them.' if starts else "Call without exclude to keep them."
     )
     shown = order[:LEFT_OUT_SHOWN]
-    names = ", ".join(cell(namer.heading(t) if isinstance(t, ox.NamedNode) else namer.value_text(t), settings) for t in shown)
+    names = ", ".join(cell(namer.heading(t) if not isinstance(t, ox.Literal) else namer.value_text(t), settings) for t in shown)
     more = f" and {len(order) - len(shown):,} more" if len(order) > len(shown) else ""
     return [f"Left out: {plural(len(order), 'end entity')} reached only by paths {through}: {names}{more}. {keep}"]
 
@@ -342,7 +343,7 @@ def _empty_text(backend: Backend, namer: Namer, branches: list[Branch], through:
                 return f"No entity at hop {hop} ({b.steps[hop - 1].name}) other than by paths {through}."
             text = f"No entity at hop {hop} ({b.steps[hop - 1].name}): the entities reached before it have no such edge."
             sample = b.walk.dead_end
-            if isinstance(sample, ox.NamedNode):
+            if sample is not None:
                 counts = backend.relations_around(sample)
                 namer.add([sample])
                 names = [(namer.id(c.predicate) if c.direction is Direction.OUTGOING else f"~{namer.id(c.predicate)}") for c in counts]

@@ -84,7 +84,7 @@ def walk_steps(
             walk.cut_at_hop, walk.out_of_time = hop, True
             return walk
         last = hop == len(steps)
-        sources = _sources(walk.reached, step)
+        sources = _sources(backend, walk.reached, step)
         pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1) if sources else []
         nxt: dict[Term, Counter] = {}
         for source, target in pairs[:edge_cap]:
@@ -102,7 +102,7 @@ def walk_steps(
         if not walk.aside_lost_at:
             walk.sizes_all.append(len(nxt.keys() | walk.aside.keys()))
         if not nxt and not moved and walk.dead_end is None:
-            walk.dead_end = next((t for t in sources if isinstance(t, ox.NamedNode)), None)
+            walk.dead_end = next((t for t in sources if not isinstance(t, ox.Literal)), None)
         if not nxt and not walk.aside:
             return walk
     return walk
@@ -117,7 +117,7 @@ def _step_aside(
         return
     edge_cap = frontier_cap * EDGES_PER_FRONTIER_ENTITY
     nxt: dict[Term, Counter] = {}
-    sources = _sources(walk.aside, step)
+    sources = _sources(backend, walk.aside, step)
     if sources:
         pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1) if time.monotonic() <= deadline else None
         if pairs is None or len(pairs) > edge_cap:
@@ -133,11 +133,13 @@ def _step_aside(
     walk.aside = nxt
 
 
-def _sources(reached: dict[Term, Counter], step: Step) -> list[Term]:
-    """The terms a hop can walk from: no blank nodes, and literals only backwards."""
+def _sources(backend: Backend, reached: dict[Term, Counter], step: Step) -> list[Term]:
+    """The terms a hop can walk from: literals only backwards, blank nodes where the backend can
+    name them in a query."""
     return [
         t for t in reached
-        if not isinstance(t, ox.BlankNode) and (not isinstance(t, ox.Literal) or step.direction is Direction.INCOMING)
+        if (not isinstance(t, ox.Literal) or step.direction is Direction.INCOMING)
+        and (not isinstance(t, ox.BlankNode) or backend.addresses_blank_nodes(t))
     ]
 
 
