@@ -141,6 +141,16 @@ def step(sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Di
     return f"SELECT DISTINCT ?s ?o WHERE {{ {values('s', sources)} {edge} }} LIMIT {int(limit)}"
 
 
+def closure_edges(sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int) -> str:
+    """The `predicate` edges (?a to ?b, in the walk's direction) among all that `sources` reach by
+    `predicate*`: one property-path query gives a transitive walk its whole subgraph."""
+    if direction is Direction.OUTGOING:
+        body = f"?s {predicate}* ?a . ?a {predicate} ?b ."
+    else:
+        body = f"?a {predicate}* ?s . ?b {predicate} ?a ."
+    return f"SELECT DISTINCT ?a ?b WHERE {{ {values('s', sources)} {body} }} LIMIT {int(limit)}"
+
+
 def marked_properties(entities: Sequence[ox.NamedNode], mark: tuple[str, str]) -> str:
     """Which property entities carry the profile's identifier mark (e.g. wikibase:propertyType wikibase:ExternalId)."""
     predicate, obj = (ox.NamedNode(t) for t in mark)

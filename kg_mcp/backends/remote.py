@@ -14,7 +14,7 @@ import pyoxigraph as ox
 
 from kg_mcp import __version__
 from kg_mcp.backends import blank_nodes, text_search
-from kg_mcp.backends._queries import label_pattern_scan
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
@@ -67,6 +67,12 @@ class RemoteBackend(SparqlBackend):
         # the first blank node it returns that a tool would show; "" once no way was found.
         self.blank_form: str | None = None
         self.vocab.blank_node = self._blank_handle
+
+    def closure_edges(self, sources, predicate, direction, limit):
+        # One property-path query instead of a round trip per level (blank nodes cannot go in VALUES).
+        if not sources or any(isinstance(s, ox.BlankNode) for s in sources):
+            return None
+        return [(s["a"], s["b"]) for s in self._solutions(closure_edges(sources, predicate, direction, limit))]
 
     # --- blank nodes ---------------------------------------------------------------------------------
     def addresses_blank_nodes(self, example: ox.BlankNode | None = None, *, seen: bool = True) -> bool:

@@ -32,6 +32,7 @@ _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 class ToolOutput:
     text: str
     data: BaseModel
+    limit_chars: int | None = None  # the structured content's bound when not max_output_chars (values read whole)
 
 
 class TermOut(BaseModel):
@@ -227,10 +228,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str | None]], settings
     return "\n".join(lines)
 
 
-def capped(text: str, settings: Settings, how_to_narrow: str, *, limit: int | None = None) -> str:
+def capped(text: str, settings: Settings, how_to_narrow: str, *, limit: int | None = None, read_whole: bool = True) -> str:
     """The whole output held to max_output_chars (or `limit`), cut at a line, and the cut said;
-    where values were cut, how to read them whole."""
-    return _cut(text, settings, how_to_narrow, limit)[0]
+    where values were cut, how to read them whole (unless not `read_whole`: they are given whole)."""
+    return _cut(text, settings, how_to_narrow, limit, read_whole)[0]
 
 
 def capped_table(
@@ -243,10 +244,10 @@ def capped_table(
     return text, max(0, min(len(rows), kept_lines - above))
 
 
-def _cut(text: str, settings: Settings, how_to_narrow: str, limit: int | None = None) -> tuple[str, int]:
+def _cut(text: str, settings: Settings, how_to_narrow: str, limit: int | None = None, read_whole: bool = True) -> tuple[str, int]:
     """The text within the cap and the number of its own lines kept; a note on reading cut values whole."""
     limit = limit or settings.max_output_chars
-    note = f"\n{READ_WHOLE}" if _CUT_MARK.search(text) else ""
+    note = f"\n{READ_WHOLE}" if read_whole and _CUT_MARK.search(text) else ""
     total_lines = text.count("\n") + 1
     if len(text) + len(note) <= limit:
         return text + note, total_lines
