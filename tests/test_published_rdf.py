@@ -15,6 +15,7 @@ import rdflib
 from mcp import Client
 from rdflib.collection import Collection
 
+from kg_mcp.errors import InvalidInput
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from kg_mcp.tools import explore_kg, follow, get_relations, search, verify
@@ -201,3 +202,83 @@ def test_line_breaks_survive(ontology_store):
     assert first_line[:40].replace("|", "\\|") in row and "\\n" in row  # escaped visibly inside the table
     if len(text) > SETTINGS.max_cell_chars:
         assert text in out.text  # kept as they are in the whole value below it
+
+
+# --- endpoints ------------------------------------------------------------------------------------
+SHSH = "http://www.w3.org/ns/shacl-shacl#"
+
+
+@pytest.fixture(scope="module")
+def shapes_nt(ontology_store, tmp_path_factory):
+    """SHACL's shapes and vocabulary as one N-Triples file, for the engines to load."""
+    from tests.conftest import store_as_ntriples
+
+    folder = tmp_path_factory.mktemp("shapes-nt")
+    parts = [store_as_ntriples(ontology_store(n).path, folder / f"{n}.nt").read_bytes() for n in ("shacl-shacl", "shacl")]
+    target = folder / "shapes.nt"
+    target.write_bytes(b"".join(parts))
+    return target
+
+
+def iris(out) -> set[str]:
+    return {e.id for e in ends(out)}
+
+
+@pytest.mark.parametrize("engine", ["oxigraph", "virtuoso"])
+def test_endpoints_name_their_blank_nodes_and_walk_through_them(engine, engine_endpoints, shapes_nt, ontology_store):
+    from kg_mcp.backends import open_endpoint
+
+    local = ontology_store("shacl-shacl")
+    backend = open_endpoint(engine_endpoints(engine, "shapes", shapes_nt), settings=SETTINGS)
+    try:
+        out = search(backend, SETTINGS, entity=f"<{SHSH}ListNodeShape>")
+        (shape,) = [r.value for r in out.data.rows if r.value.kind == "blank"]
+        assert shape.id.startswith("_:") and shape.label.startswith("( [ ") and shape.label.endswith("] )")
+        assert backend.blank_form  # the engine's way, found by the probe
+        rows = search(backend, SETTINGS, entity=shape.id).data.rows
+        assert {r.property for r in rows} == {"rdf:first", "rdf:rest"}
+        relations = {r.relation for r in get_relations(backend, SETTINGS, shape.id).data.relations}
+        assert {"rdf:first", "rdf:rest"} < relations and any(r.startswith("~") and r.endswith("or") for r in relations)
+        claim = TripleClaim(subject=f"<{SHSH}ListNodeShape>", relation="<http://www.w3.org/ns/shacl#or>", object=shape.id)
+        assert verify(backend, SETTINGS, [claim]).data.claims[0].status == "supported"
+        path = ["<http://www.w3.org/ns/shacl#property>", "<http://www.w3.org/ns/shacl#in>",
+                "<http://www.w3.org/1999/02/22-rdf-syntax-ns#rest>*", "<http://www.w3.org/1999/02/22-rdf-syntax-ns#first>"]
+        there = follow(backend, SETTINGS, entity=f"<{SHSH}ShapeShape>", path=path)
+        here = follow(local, SETTINGS, entity="shsh:ShapeShape", path=["sh:property", "sh:in", "rdf:rest*", "rdf:first"])
+        named = {backend.vocab.parse(i).value for i in iris(there) if backend.vocab.parse(i) is not None}
+        assert named == {local.vocab.parse(i).value for i in iris(here) if local.vocab.parse(i) is not None}
+        assert len(named) == 6
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("engine", ["oxigraph", "virtuoso"])
+def test_transitive_steps_on_endpoints_equal_rdflib(engine, engine_endpoints, shapes_nt):
+    from kg_mcp.backends import open_endpoint
+
+    g = graph("shacl")
+    backend = open_endpoint(engine_endpoints(engine, "shapes", shapes_nt), settings=SETTINGS)
+    try:
+        for start in sorted({o for o in g.objects(None, rdflib.RDFS.subClassOf) if isinstance(o, rdflib.URIRef)})[:6]:
+            want = {str(x) for x in g.transitive_subjects(rdflib.RDFS.subClassOf, start)} - {str(start)}
+            out = follow(backend, SETTINGS, entity=f"<{start}>", path=["~<http://www.w3.org/2000/01/rdf-schema#subClassOf>+"])
+            assert {backend.vocab.parse(i).value for i in iris(out)} == want, start
+            assert sum(out.data.branches[0].depths[0]) == len(want)
+    finally:
+        backend.close()
+
+
+def test_an_endpoint_without_a_way_to_name_blank_nodes_prints_no_handle(engine_endpoints, shapes_nt, monkeypatch):
+    """Were no form to work (as on an engine that follows the standard's BNODE), no handle is shown."""
+    from kg_mcp.backends import blank_nodes, open_endpoint
+
+    monkeypatch.setattr(blank_nodes, "ENGINE_FORMS", {})
+    backend = open_endpoint(engine_endpoints("oxigraph", "shapes", shapes_nt), settings=SETTINGS)
+    try:
+        out = search(backend, SETTINGS, entity=f"<{SHSH}ListNodeShape>")
+        (shape,) = [r.value for r in out.data.rows if r.value.kind == "blank"]
+        assert shape.id == "" and "_:" not in out.text and "no way to read it" in out.text
+        with pytest.raises(InvalidInput, match="no way to name a blank node"):
+            search(backend, SETTINGS, entity="_:b0")
+    finally:
+        backend.close()

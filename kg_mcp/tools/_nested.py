@@ -160,7 +160,7 @@ class Nested:
     def _unread(self, node: ox.BlankNode) -> str:
         if self._addressable:
             return f"[ … more inside: _:{node.value} ]"
-        return "[ … ]"
+        return "[ a blank node: this endpoint offers no way to read it ]"
 
 
 def literal_text(value: ox.Literal, compact: Callable[[ox.NamedNode], str]) -> str:
