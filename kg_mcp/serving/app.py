@@ -4,7 +4,9 @@ this package in front of it, in one place.
 Outermost first, an HTTP request meets: the connection bounds (uvicorn's protocol, before any
 request exists: kg_mcp.serving.connections), the rate limit (kg_mcp.serving.rate_limit), the Host
 and Origin check (kg_mcp.serving.guards), the SDK's bearer auth, then on the MCP endpoint the
-JSON-RPC id check and the session caps (kg_mcp.serving.sessions) before the SDK's transport.
+body cap and JSON-RPC checks (kg_mcp.serving.guards) and the session caps
+(kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
+client's address as kg_mcp.caller counts it (IPv6 per /64).
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from typing import Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecuritySettings
 
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
-from kg_mcp.serving.guards import HostOriginGuard, JsonRpcIdCheck
+from kg_mcp.serving.guards import HostOriginGuard, JsonRpcCheck
 from kg_mcp.serving.limits import HttpLimits, connection_cap
 from kg_mcp.serving.log_repeats import install as install_log_filter
 from kg_mcp.serving.rate_limit import RateLimit
@@ -75,8 +77,8 @@ def serve(
     # Long calls run on worker threads (kg_mcp.tools); every time the event loop wants the GIL back
     # from them it waits up to the switch interval (5 ms by default), many times per request.
     sys.setswitchinterval(GIL_SWITCH_S)
-    log.info("HTTP limits: %d connections (%d per client), %d sessions (%d per client)", counter.total_cap,
-             limits.max_connections_per_client, limits.max_sessions, limits.max_sessions_per_client)
+    log.info("HTTP limits: %d connections (%d per client), %d sessions (%d per client), bodies of %d bytes", counter.total_cap,
+             limits.max_connections_per_client, limits.max_sessions, limits.max_sessions_per_client, limits.max_body_bytes)
     uvicorn.Server(config).run()
 
 
@@ -90,6 +92,7 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
         app = server.streamable_http_app(
             transport_security=loose,
             host=host,
+            max_request_body_size=limits.max_body_bytes,
             max_sessions=limits.max_sessions + limits.max_sessions_per_client,  # ours refuses first (SessionCap)
             session_idle_timeout=limits.session_idle_timeout_s,
         )
@@ -98,13 +101,13 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
         def wrap(inner):
             manager = server.session_manager
             sessions = SessionCap(inner, manager, limits.max_sessions_per_client, limits.max_sessions)
-            return JsonRpcIdCheck(sessions, manager.max_request_body_size)
+            return JsonRpcCheck(sessions, limits.max_body_bytes)
     else:
-        app = server.sse_app(transport_security=loose, host=host)
+        app = server.sse_app(transport_security=loose, host=host, max_request_body_size=limits.max_body_bytes)
         endpoint = "/messages"
 
         def wrap(inner):
-            return JsonRpcIdCheck(inner, DEFAULT_MAX_REQUEST_BODY_SIZE)
+            return JsonRpcCheck(inner, limits.max_body_bytes)
 
     for route in app.routes:
         if getattr(route, "path", None) == endpoint:
