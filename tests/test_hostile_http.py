@@ -11,6 +11,7 @@ and the log's size, never elapsed time.
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import time
@@ -201,6 +202,16 @@ async def test_sessions_are_capped_per_client_and_in_all_oldest_idle_first():
             assert [await status(s) for s in ids[3:]] == [404] + [200] * 4
     out, err = server.output()
     assert out == "" and "Traceback" not in err and TOKEN[:12] not in err
+
+
+async def test_stateless_requests_are_not_counted_as_sessions_being_opened():
+    # The 2026-07-28 protocol has no sessions: a request without a session id is not an opening
+    # unless it is an initialize, so 40 at once from one client are no "40 sessions being opened".
+    with _serve("--max-sessions-per-client", "4") as server:
+        async with Client(streamable_http_client(server.url, http_client=_from("127.0.0.2", headers=AUTH))) as client:
+            listed = await asyncio.gather(*(client.list_tools() for _ in range(40)))
+    assert all(len(tools.tools) >= 7 for tools in listed)
+    assert _log_lines(server, "refused a new session") == 0
 
 
 async def test_sessions_from_many_addresses_never_lock_a_new_client_out():

@@ -13,10 +13,11 @@ connection has response bytes that the client does not take, it must take some w
 
 Connections are counted, in all and per client (its address, IPv6 per /64: kg_mcp.caller). One past
 the per-client cap is closed at once. At the total cap a newcomer is not refused while another
-client holds more connections than it and one of them is idle, half-open or stalled (a request head
-not sent, a response not read, a close not finished): that one, the oldest such of the client with
-the most, is closed instead. So no set of clients can fill the server with connections that do
-nothing and lock a new one out; only when every connection is busy with a request is one past the
+client holds more connections than it: an idle, half-open or stalled one of theirs (a request head
+not sent, a response not read, a close not finished) is closed instead, the oldest such of the
+client holding the most; when none is idle, the oldest connection of the client holding the most
+(two more than the newcomer at least). So no set of clients can fill the server with connections
+and lock a new one out; only when no client holds more than the newcomer is a connection past the
 total cap closed at once (so accept() never runs out of file descriptors).
 """
 
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -42,6 +45,7 @@ class ConnectionCounter:
         self.total_cap = total_cap
         self.total = 0
         self.per_client: dict[str, dict] = {}  # client key -> its connections, oldest first
+        self.proxies: set[str] = set()  # client keys of trusted proxies: they carry many clients, none is closed for room
 
     def admit(self, connection, address: str) -> bool:
         """Count a new connection from `address`, or refuse it (False) when a cap is reached.
@@ -60,6 +64,8 @@ class ConnectionCounter:
             return False
         self.total += 1
         self.per_client.setdefault(client, {})[connection] = None
+        if self.limits.networks and self.limits.is_trusted_proxy(address):
+            self.proxies.add(client)
         return True
 
     def release(self, connection, address: str) -> None:
@@ -73,16 +79,25 @@ class ConnectionCounter:
             del self.per_client[client]
 
     def _make_room(self, newcomer_holds: int) -> bool:
-        """Close the oldest idle connection of the client holding the most (more than the newcomer)."""
-        for client, connections in sorted(self.per_client.items(), key=lambda item: -len(item[1])):
+        """Close a connection of a client holding more than the newcomer: an idle one of the client
+        holding the most that has one; else, when none is idle, the oldest of the client holding
+        the most (at least two more than the newcomer: a request of its is cut, not the newcomer's)."""
+        ranked = sorted(((c, conns) for c, conns in self.per_client.items() if c not in self.proxies), key=lambda item: -len(item[1]))
+        for client, connections in ranked:
             if len(connections) <= newcomer_holds:
-                return False
+                break
             idle = next((c for c in connections if c.idle()), None)
             if idle is not None:
                 log.warning("closed an idle connection of %s (it holds %d) to make room for another client "
                             "(--max-connections %d reached)", client, len(connections), self.total_cap)
                 idle.evict()
                 return True
+        if ranked and len(ranked[0][1]) > newcomer_holds + 1:
+            client, connections = ranked[0]
+            log.warning("closed the oldest connection of %s (it holds %d, all busy) to make room for another client "
+                        "(--max-connections %d reached)", client, len(connections), self.total_cap)
+            next(iter(connections)).evict()
+            return True
         return False
 
 
@@ -147,6 +162,16 @@ def guarded_protocol(limits: HttpLimits, counter: ConnectionCounter) -> type[H11
 
         def evict(self) -> None:
             self._release()
+            self._reset()
+
+        def _reset(self) -> None:
+            """Abort with a reset: the unsent response is dropped by the kernel too, not kept sending."""
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
             self.transport.abort()
 
         def _release(self) -> None:
@@ -205,6 +230,6 @@ def guarded_protocol(limits: HttpLimits, counter: ConnectionCounter) -> type[H11
             log.warning("closed a connection from %s: it took none of its response for %g s (--write-timeout)",
                         self._address, limits.write_timeout_s)
             self._release()
-            self.transport.abort()
+            self._reset()
 
     return GuardedH11Protocol

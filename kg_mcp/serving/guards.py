@@ -21,6 +21,7 @@ INVALID_REQUEST = -32600
 # Messages in one JSON-RPC batch. The MCP SDK runs none (batches left the protocol in 2025-06-18)
 # but validates and words every message of one before it says so: 80,000 pings cost a second.
 MAX_BATCH = 16
+METHODS_KEY = "kg_mcp.methods"  # scope key: the JSON-RPC methods of a checked POST body
 # A body over the cap is read and dropped up to this many times the cap before the 413 (see _too_large).
 DRAIN_FACTOR = 32
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -150,7 +151,10 @@ class JsonRpcCheck:
                 return await self._too_large(receive, send, size, more)
             if not more:
                 break
-        problem = invalid_message(b"".join(m.get("body", b"") for m in received))
+        parsed = _parsed(b"".join(m.get("body", b"") for m in received))
+        # What the body asks for, for the session caps behind: only an initialize opens a session.
+        scope[METHODS_KEY] = tuple(m.get("method") for m in (parsed if isinstance(parsed, list) else [parsed]) if isinstance(m, dict))
+        problem = invalid_message(parsed)
         if problem:
             log.info("refused a JSON-RPC request: %s", problem)
             error = {"code": INVALID_REQUEST, "message": f"Invalid Request: {problem}"}
@@ -182,18 +186,21 @@ class JsonRpcCheck:
         await _send_json(send, 413, {"jsonrpc": "2.0", "id": None, "error": error}, close=more)
 
 
-def invalid_message(body: bytes) -> str | None:
-    """What is wrong with a JSON-RPC body: a batch past MAX_BATCH messages, or an id that is not a
-    string or an integer; None otherwise (also for bodies that are not JSON: the SDK answers those
-    with its parse error).
-
-    >>> invalid_message(b'[' + b','.join([b'{"jsonrpc":"2.0","method":"ping","id":1}'] * 40) + b']')[:40]
-    'a batch may hold at most 16 messages, no'
-    """
+def _parsed(body: bytes):
+    """The body as JSON, or None when it is not JSON (the SDK answers that with its parse error)."""
     try:
-        parsed = pydantic_core.from_json(body)
+        return pydantic_core.from_json(body)
     except ValueError:
         return None
+
+
+def invalid_message(parsed) -> str | None:
+    """What is wrong with a parsed JSON-RPC body: a batch past MAX_BATCH messages, or an id that is
+    not a string or an integer; None otherwise.
+
+    >>> invalid_message([{"jsonrpc": "2.0", "method": "ping", "id": 1}] * 40)[:40]
+    'a batch may hold at most 16 messages, no'
+    """
     if isinstance(parsed, list) and len(parsed) > MAX_BATCH:
         return (
             f"a batch may hold at most {MAX_BATCH} messages, not {len(parsed):,}. Send each request in a POST "

@@ -20,6 +20,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from kg_mcp.caller import address_key
+from kg_mcp.serving.guards import METHODS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class SessionCap:
             return await self.app(scope, receive, send)
         session_id = next((v.decode("latin-1") for k, v in scope["headers"] if k == SESSION_HEADER), None)
         if session_id is None:
+            if "initialize" not in scope.get(METHODS_KEY, ("initialize",)):
+                return await self.app(scope, receive, send)  # a stateless request (2026-07-28): no session
             return await self._open(scope, receive, send)
         session = self.sessions.get(session_id)
         if session is None:
