@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-import anyio
 from anyio.lowlevel import RunVar
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
