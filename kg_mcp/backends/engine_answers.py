@@ -8,7 +8,7 @@ past `keep` are counted, not kept. What stopped the reading is told in the Answe
 Engines bend SPARQL JSON and say things in headers rather than in the results:
 
 - Virtuoso labels blank nodes `nodeID://b10000`, which pyoxigraph refuses: the prefix is dropped
-  from the bytes as they stream by, where a JSON string value begins.
+  from a blank node's value in the bytes as they stream by.
 - Virtuoso silently stops at `ResultSetMaxRows` rows and says so only in `X-SPARQL-MaxRows`.
 - Virtuoso's "anytime" answers (a query stopped at its time limit) are partial results flagged
   by `X-SQL-State` / `X-SQL-Message` headers; a query stopped outright is a 500 whose text names
@@ -36,9 +36,9 @@ _TOO_SLOW = (
     (re.compile(r"estimated execution time \S+ \(sec\) exceeds the limit", re.IGNORECASE), "estimated"),
     (re.compile(r"\bS1T00\b|\bSR171\b|Transaction timed out", re.IGNORECASE), "stopped"),
 )
-# A JSON string value that begins with Virtuoso's blank-node prefix (after `:`, `,` or `[`).
-_VIRTUOSO_BNODE = re.compile(rb'([:,\[][ \t\r\n]{0,8}")nodeID://')
-_CARRY = 24  # bytes held back between chunks, so that the prefix is found across a boundary
+# A blank node's value as Virtuoso writes it: `"type": "bnode", "value": "nodeID://b10000"`.
+_VIRTUOSO_BNODE = re.compile(rb'("type"\s{0,4}:\s{0,4}"bnode"\s{0,4},\s{0,4}"value"\s{0,4}:\s{0,4}")nodeID://')
+_CARRY = 64  # bytes held back between chunks, so that the prefix is found across a boundary
 # Why reading stopped before the end of an answer.
 STOPPED_AT_ROWS = "rows"
 STOPPED_AT_BYTES = "bytes"
@@ -152,7 +152,7 @@ class _Body(io.RawIOBase):
 
 
 def _standard_blank_nodes(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The chunks with Virtuoso's `nodeID://` dropped where a string value begins (module docstring)."""
+    """The chunks with Virtuoso's `nodeID://` dropped from blank nodes' values (module docstring)."""
     carry = b""
     for chunk in chunks:
         data = _VIRTUOSO_BNODE.sub(rb"\1", carry + chunk)

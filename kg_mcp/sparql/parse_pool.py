@@ -56,13 +56,15 @@ class ParsePool:
         self._count = 0  # workers running or starting
         self._closed = False
 
-    def check(self, query: str, policy: QueryPolicy) -> CheckedQuery:
+    def check(self, query: str, policy: QueryPolicy, *, timeout_s: float | None = None) -> CheckedQuery:
         """`checked_query(query, policy)`, computed in a worker; a KGError as that would raise, or
-        when the check passes its time limit or finds no free worker within the call's deadline."""
+        when the check passes its time limit (`timeout_s`, else the pool's) or finds no free worker
+        within the call's deadline."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
         worker = self._take()
         try:
             worker.conn.send((query, policy))
-            answered = worker.conn.poll(self.timeout_s)
+            answered = worker.conn.poll(limit)
             reply = worker.conn.recv() if answered else None
         except (EOFError, OSError):  # the worker died (past its memory limit, killed)
             self._discard(worker)
@@ -73,7 +75,7 @@ class ParsePool:
         if reply is None:
             self._discard(worker)
             raise InvalidInput(
-                f"Checking the query took longer than {self.timeout_s:g} s and was stopped.",
+                f"Checking the query took longer than {limit:g} s and was stopped.",
                 "Write a shorter query: fewer terms, less nesting, no long chains of operators.",
             )
         self._idle.put(worker)
