@@ -49,13 +49,15 @@ async def test_a_burst_of_sparql_calls_on_a_fresh_server_leaves_every_client_ser
     clients = 12
 
     async def one_client(url: str, i: int, answers: dict[int, list[int]]) -> None:
-        async with httpx2.AsyncClient(timeout=120) as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
-                for _ in range(2):  # the burst, then a call after it
-                    query = f"SELECT ?m WHERE {{ ?m {DIRECTED} {SPIELBERG} }} LIMIT {i + 1}"
-                    result = await client.call_tool("sparql", {"query": query})
-                    assert not result.is_error, result.content[0].text
-                    answers.setdefault(i, []).append(result.structured_content["total"])
+        async with (
+            httpx2.AsyncClient(timeout=120) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            for _ in range(2):  # the burst, then a call after it
+                query = f"SELECT ?m WHERE {{ ?m {DIRECTED} {SPIELBERG} }} LIMIT {i + 1}"
+                result = await client.call_tool("sparql", {"query": query})
+                assert not result.is_error, result.content[0].text
+                answers.setdefault(i, []).append(result.structured_content["total"])
 
     with kg_mcp_server("--store", str(metaqa_store_dir), "--enable-sparql") as server:
         answers: dict[int, list[int]] = {}

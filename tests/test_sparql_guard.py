@@ -466,6 +466,26 @@ async def test_smuggling_through_a_real_server_never_reaches_the_canary(metaqa_s
     assert canary.hits == 0
 
 
+async def test_no_row_of_another_graph_through_a_real_server(two_graphs, canary):
+    """Issue 31's repro as the red team ran it: `kg-mcp serve --sparql URL --graph urn:g:public`."""
+    root = two_graphs.rsplit("/", 1)[0] + "/"
+    queries = [
+        f"PREFIX : <{root}> SELECT ?o WHERE {{ SERVICE:query {{ GRAPH <{SECRET}> {{ ?s ?p ?o }} }} }}",
+        f"SELECT ?o WHERE {{ GRAPH <{SECRET}> {{ ?s ?p ?o }} }}",
+        "SELECT ?g ?o WHERE { GRAPH ?g { ?s ?p ?o } }",
+        f"PREFIX : <{canary.root}> SELECT * WHERE {{ SERVICE:x {{ ?s ?p ?o }} }}",
+    ]
+    with kg_mcp_server("--sparql", two_graphs, "--graph", PUBLIC, "--enable-sparql") as server:
+        http = httpx2.AsyncClient(timeout=60)
+        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+            results = [await client.call_tool("sparql", {"query": query}) for query in queries]
+    texts = [result.content[0].text for result in results]
+    assert [result.is_error for result in results] == [True, True, False, True], texts
+    assert all(SECRET_ROW not in text and CANARY_ROW not in text for text in texts)
+    assert "public 0" in texts[2] and "5 rows" in texts[2]
+    assert canary.hits == 0
+
+
 # --- the query worker itself --------------------------------------------------------------------
 
 
