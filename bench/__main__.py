@@ -79,7 +79,7 @@ def main() -> int:
     if wanted("agent"):
         rows += agent_measures.agent_overhead(args.work, size["questions"])
     if wanted("sparql"):
-        rows += sparql_measures.sparql_survey(args.work, size["sparql_checks"], size["literal_rows"])
+        rows += sparql_measures.sparql_survey(args.work, size["sparql_checks"], size["literal_rows"], size["seconds"])
     if "scale" in only:  # an hour or more in full mode: only when asked for
         rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"], reuse=args.scale_reuse)
     if "scale-virtuoso" in only:  # minutes at 10M: only when asked for; one size, the largest given

@@ -8,6 +8,9 @@
   adds to a process, as the sparql tool reads it now (streamed, cut at settings.sparql_answer_mb)
   against the old way (the whole answer read, then parsed), each in a fresh process importing the
   same modules, less what a process that only imports them holds.
+- bystander: a light caller's check time (p99) while 16 callers keep the checkers busy with
+  1,000-token queries that take rdflib about a second each; ours (shortest query first, a worker
+  kept for short queries) against the same pool serving calls in arrival order.
 - server under attack: peak RSS of `kg-mcp serve --sparql URL --enable-sparql` while 8 clients
   each run `SELECT ?s ?o WHERE { ?s ?p ?o }` over those rows three times, against its RSS at rest.
 """
@@ -23,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import DATA, Row, free_port, kg_mcp, paired_medians, start, stop, wait_http
+from bench.common import DATA, Row, free_port, kg_mcp, paired_medians, percentile, start, stop, wait_http
 
 GOLD = {"cwq.json": ("sparql", 60), "grailqa.json": ("sparql_query", 25), "qald_10-en.json": ("sparql", 15)}
 WIKIDATA_LABELS = (
@@ -83,6 +86,72 @@ def check_cost(samples: int) -> list[Row]:
         Row("sparql check: parse + check + write", ours * 1e3, base * 1e3, "ms", "<= 1.3", note),
         Row("sparql check in a parse worker", ours_w * 1e3, base_w * 1e3, "ms", "<= 1.5", "the same, as a server runs it"),
     ]
+
+
+class _ArrivalOrder:
+    """The baseline of the bystander measure: the parse pool serving waiting calls as they came,
+    every worker open to any query."""
+
+    @staticmethod
+    def make():
+        from kg_mcp.sparql.parse_pool import ParsePool
+
+        class Pool(ParsePool):
+            def _take(self, cost: int, long: bool = False):
+                return super()._take(0, False)
+
+        return Pool()
+
+
+def bystander(seconds: float, attackers: int = 16) -> Row:
+    from kg_mcp.errors import KGError
+    from kg_mcp.sparql import QueryPolicy
+    from kg_mcp.sparql.parse_pool import ParsePool
+
+    heavy = "SELECT * WHERE { " + "{ } " * 495 + "}"
+    light = "SELECT ?film WHERE { ?film <http://www.wikidata.org/prop/direct/P57> <http://www.wikidata.org/entity/Q8877> }"
+
+    def measure(pool) -> float:
+        stopping = threading.Event()
+
+        def attack() -> None:
+            while not stopping.is_set():
+                try:
+                    pool.check(heavy, QueryPolicy())
+                except KGError:
+                    pass
+
+        threads = [threading.Thread(target=attack, daemon=True) for _ in range(attackers)]
+        for thread in threads:
+            thread.start()
+        times: list[float] = []
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                started = time.perf_counter()
+                try:
+                    pool.check(light, QueryPolicy())
+                except KGError:  # no checker came free in time: counted at what it waited
+                    pass
+                times.append(time.perf_counter() - started)
+                time.sleep(0.05)
+        finally:
+            stopping.set()
+            for thread in threads:
+                thread.join()
+            pool.close()
+        return percentile(times, 99)
+
+    base = measure(_ArrivalOrder.make())
+    ours = measure(ParsePool())
+    return Row(
+        f"bystander sparql check p99, {attackers} callers sending 1,000-token queries",
+        ours * 1e3,
+        base * 1e3,
+        "ms",
+        "<= 0.5",
+        "3 parse workers; shortest query first, one kept for short queries vs arrival order",
+    )
 
 
 def _big_literals_endpoint(work: Path, rows: int) -> tuple[subprocess.Popen, str]:
@@ -218,5 +287,5 @@ def _status_kib(pid: int, field: str) -> int:
     return 0
 
 
-def sparql_survey(work: Path, samples: int, literal_rows: int) -> list[Row]:
-    return check_cost(samples) + answer_memory(work, literal_rows)
+def sparql_survey(work: Path, samples: int, literal_rows: int, seconds: float) -> list[Row]:
+    return check_cost(samples) + [bystander(seconds)] + answer_memory(work, literal_rows)

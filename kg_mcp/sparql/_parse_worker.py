@@ -38,7 +38,10 @@ def _serve(conn: Connection, memory_mb: int) -> None:
             reply = ("error", type(error).__name__, error.message, error.hint)
         except MemoryError:
             reply = ("error", "InvalidInput", "The query needed too much memory to check.", "Write a shorter query.")
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:  # the server went away
+            return
 
 
 if __name__ == "__main__":

@@ -4,15 +4,22 @@ rdflib's parser is not thread-safe (ten `sparql` calls at once broke the tool un
 its worst queries within the token cap take about a second of CPU. A lock would make it safe but
 would let one such query hold every other caller, and a thread cannot be stopped. So a server
 checks queries here: in a few processes of their own (`python -m kg_mcp.sparql._parse_worker`),
-one query at a time each, with no network and a memory limit. A check past `timeout_s` kills its
-worker, which frees the CPU at once; a new one is started when next needed. Only plain data
+one query at a time each, with no network and a memory limit. They start with the first check,
+in the background. A check past `timeout_s` kills its worker, which frees the CPU at once, and a
+new one is started in its place. Only plain data
 crosses: the query and its policy one way, the written text or the error the other.
+
+A parse costs time per token, so the length of a query bounds what it can cost. Calls that wait
+for a worker are served shortest query first, and long queries (past LONG_QUERY_CHARS) hold at
+most all workers but one: an ordinary query never waits behind a queue of the longest ones, which
+is what a caller trying to hold the checkers would send, only for the one short query in hand.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
-import queue
 import socket
 import subprocess
 import sys
@@ -28,7 +35,8 @@ from kg_mcp.sparql.policy import QueryPolicy
 
 log = logging.getLogger(__name__)
 
-PARSE_WORKERS = 2
+PARSE_WORKERS = 3
+LONG_QUERY_CHARS = 600  # ordinary queries are shorter; the worst 600 characters parse in about 0.5 s
 # The worst query within the token cap parses in about a second on a quiet core; real ones in
 # 5-50 ms. Past this the check is stopped.
 PARSE_TIMEOUT_S = 5.0
@@ -50,10 +58,14 @@ class ParsePool:
         self.size = size
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a worker came free, or a place to start one
+        self._idle: list[_Worker] = []
+        self._waiting: list[tuple[int, int]] = []  # a heap of (query length, arrival) of calls waiting
+        self._arrivals = itertools.count()
         self._workers: set[_Worker] = set()
         self._count = 0  # workers running or starting
+        self._start_error: str | None = None  # why the last worker could not start
         self._closed = False
 
     def check(self, query: str, policy: QueryPolicy, *, timeout_s: float | None = None) -> CheckedQuery:
@@ -61,7 +73,8 @@ class ParsePool:
         when the check passes its time limit (`timeout_s`, else the pool's) or finds no free worker
         within the call's deadline."""
         limit = self.timeout_s if timeout_s is None else timeout_s
-        worker = self._take()
+        long = len(query) > LONG_QUERY_CHARS
+        worker = self._take(len(query), long)
         try:
             worker.conn.send((query, policy))
             answered = worker.conn.poll(limit)
@@ -78,7 +91,9 @@ class ParsePool:
                 f"Checking the query took longer than {limit:g} s and was stopped.",
                 "Write a shorter query: fewer terms, less nesting, no long chains of operators.",
             )
-        self._idle.put(worker)
+        with self._lock:
+            self._idle.append(worker)
+            self._changed.notify_all()
         if reply[0] == "ok":
             _, text, form, graphs = reply
             return CheckedQuery(text, form, tuple(graphs))
@@ -90,6 +105,8 @@ class ParsePool:
             self._closed = True
             workers = list(self._workers)
             self._workers.clear()
+            self._idle.clear()
+            self._changed.notify_all()
         for worker in workers:
             _stop(worker)
 
@@ -98,38 +115,63 @@ class ParsePool:
             return {w.process.pid for w in self._workers}
 
     # --- workers ---------------------------------------------------------------------------------
-    def _take(self) -> _Worker:
-        """An idle worker, a new one while fewer than `size` run, else the first to come free
-        within the call's deadline (or `timeout_s` outside a call)."""
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            if self._closed:
-                raise EndpointError("The server is shutting down.")
-            start = self._count < self.size
-            self._count += start
-        if start:
-            try:
-                worker = self._start()
-            except BaseException:
-                with self._lock:
-                    self._count -= 1
-                raise
-            with self._lock:
-                self._workers.add(worker)
-            return worker
+    def _take(self, cost: int, long: bool = False) -> _Worker:
+        """An idle worker, once every waiting call with a shorter query has had one (and, for a
+        `long` query, while another stays idle for short ones); within the call's deadline (or
+        4 x `timeout_s` outside a call). Workers are started, and replaced, in the background."""
         left = deadline.left()
         wait = self.timeout_s * 4 if left is None else left
         end = time.monotonic() + wait
+        ticket = (cost, next(self._arrivals))
+        with self._lock:
+            self._fill()
+            heapq.heappush(self._waiting, ticket)
+            try:
+                while True:
+                    if self._closed:
+                        raise EndpointError("The server is shutting down.")
+                    if self._start_error and not self._workers:
+                        problem, self._start_error = self._start_error, None
+                        raise EndpointError(f"The server could not start a process to check the query ({problem}).")
+                    # A long query leaves one idle worker to the short ones (unless there is only one).
+                    kept = 1 if long and self.size > 1 else 0
+                    if self._waiting[0] == ticket and len(self._idle) > kept:
+                        return self._idle.pop()
+                    if not self._changed.wait(max(0.0, end - time.monotonic())):
+                        raise EndpointError(
+                            f"Every query checker stayed busy for {wait:.0f} s.",
+                            "Other queries are being checked; try again shortly.",
+                        )
+            finally:
+                self._waiting.remove(ticket)
+                heapq.heapify(self._waiting)
+                self._changed.notify_all()  # the next in line may go
+
+    def _fill(self) -> None:
+        """Start workers in the background for every free place (called with the lock held)."""
+        while self._count < self.size and not self._closed:
+            self._count += 1
+            threading.Thread(target=self._start_idle, name="kg-mcp query checker start", daemon=True).start()
+
+    def _start_idle(self) -> None:
         try:
-            return self._idle.get(timeout=max(0.0, end - time.monotonic()))
-        except queue.Empty:
-            raise EndpointError(
-                f"Every query checker stayed busy for {wait:.0f} s.",
-                "Other queries are being checked; try again shortly.",
-            ) from None
+            worker = self._start()
+        except EndpointError as error:
+            with self._lock:
+                self._count -= 1
+                self._start_error = error.message
+                self._changed.notify_all()
+            return
+        with self._lock:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._workers.add(worker)
+                self._idle.append(worker)
+                self._changed.notify_all()
+        if closed:
+            _stop(worker)
 
     def _start(self) -> _Worker:
         ours, theirs = socket.socketpair()
@@ -148,15 +190,18 @@ class ParsePool:
         if not ready or ready[0] != "ready":
             _stop(worker)
             log.error("a query checker did not start: %s", ready)
-            raise EndpointError("The server could not start a process to check the query.", "Try again shortly.")
+            raise EndpointError("it did not start")
         if ready[1]:
             log.warning("query checkers keep network access (%s)", ready[1])
         return worker
 
     def _discard(self, worker: _Worker) -> None:
+        """Stop a worker (past its time or memory) and start its replacement in the background."""
         with self._lock:
             self._workers.discard(worker)
             self._count -= 1
+            self._fill()
+            self._changed.notify_all()
         _stop(worker)
 
 
