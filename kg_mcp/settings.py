@@ -77,6 +77,13 @@ class Settings(BaseSettings):
     )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
+    # An endpoint's answers are read as they stream in and no further than these (kg_mcp.backends.engine_answers).
+    sparql_answer_mb: float = Field(
+        4.0, gt=0, description="the sparql tool reads an endpoint's answer up to this many MB; past it the rows read are shown, flagged cut"
+    )
+    endpoint_answer_mb: float = Field(
+        16.0, gt=0, description="the other tools read an endpoint's answer to one of their queries up to this many MB; past it the call fails and says so"
+    )
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint, and per sparql query on a local store")
     query_workers: int = Field(2, ge=1, le=64, description="processes running sparql queries on a local store")
     retries: int = Field(3, ge=0, le=10, description="on 429/5xx and dropped connections")
