@@ -116,10 +116,13 @@ def _peak_overlap(starts: list[float], length: float) -> int:
     return max((sum(1 for t in starts if s <= t < s + length) for s in starts), default=0)
 
 
+FRESH_NAMES = 160  # more than the 128 trees the server keeps in all
+
+
 async def traversal(store: Path, work: Path, size: dict) -> list[Row]:
-    """Repro 6: 130 kgr_search calls with fresh session names at once, from another client than the
-    one whose traversal is under way; then that one backtracks. And the same session name from the
-    other client."""
+    """Repro 6: another client than the one whose traversal is under way backtracks with the same
+    session name, then makes 160 kgr_search calls with fresh session names, 8 at a time; then the
+    owner backtracks."""
     question = {"question": "who directed Catch Me If You Can", "session": "mine"}
     with Served(store, work) as server:
         async with (
@@ -132,25 +135,31 @@ async def traversal(store: Path, work: Path, size: dict) -> list[Row]:
             await owner.open()
             first = await owner.call("kgr_search", {"entity": "kg:Catch_Me_If_You_Can", **question})
             await owner.call("kgr_search", {"entity": "kg:Steven_Spielberg", **question})
-            flood = [RawSession(http, server.url) for _ in range(130)]
+            flood = [RawSession(http, server.url) for _ in range(8)]  # 8 MCP sessions, one call at a time each
             await asyncio.gather(*(s.open() for s in flood))
-            started = time.monotonic()
-            flood_task = asyncio.ensure_future(asyncio.gather(*(
-                s.call("kgr_search", {"entity": "kg:Catch_Me_If_You_Can", "session": f"fresh-{i}"}) for i, s in enumerate(flood)
-            )))
-            during, failures = await light.run(size["light"] // 2)
-            answers = await flood_task
-            flood_s = time.monotonic() - started
+            # The owner's session name from the other client: does it reach (and move) the owner's tree?
             stranger = result_text(await flood[0].call("kgr_search", {"backtrack": True, "session": "mine"}))
+            started = time.monotonic()
+
+            async def fresh(first: int, session: RawSession) -> list[dict]:
+                return [await session.call("kgr_search", {"entity": "kg:Catch_Me_If_You_Can", "session": f"fresh-{i}"})
+                        for i in range(first, FRESH_NAMES, len(flood))]
+
+            flood_task = asyncio.ensure_future(asyncio.gather(*(fresh(i, s) for i, s in enumerate(flood))))
+            during, failures = await light.run(size["light"] // 2)
+            answers = [a for some in await flood_task for a in some]
+            flood_s = time.monotonic() - started
             back = result_text(await owner.call("kgr_search", {"backtrack": True, "session": "mine"}))
             await owner.http.aclose()
     lost = "Nothing to backtrack from" in back
     reached = "Nothing to backtrack from" not in stranger
     refused = sum("busy" in result_text(a).lower() for a in answers)
-    note = (f"flood of 130 ended in {flood_s:.1f} s, {refused} refused as busy; owner's first call "
+    failed = [result_text(a)[:80] for a in answers if "error" in a or a.get("result", {}).get("isError")]
+    note = (f"flood of {FRESH_NAMES} ended in {flood_s:.1f} s, {refused} refused as busy, {len(failed)} failed "
+            f"{failed[:1]}; owner's first call "
             f"{result_text(first)[:50]!r}; owner's backtrack {back[:70]!r}; other client's backtrack on 'mine' "
             f"{stranger[:70]!r}; {load()}")
-    return bystander_rows("traversal: 130 fresh session names", during, failures, base) + [
+    return bystander_rows(f"traversal: {FRESH_NAMES} fresh session names", during, failures, base) + [
         Row("traversal: owner's tree lost", lost, 1, "", "<= 0", note),
         Row("traversal: other client reached the owner's tree", reached, 1, "", "<= 0"),
     ]

@@ -50,8 +50,11 @@ async def test_a_burst_of_sparql_calls_on_a_fresh_server_leaves_every_client_ser
     clients = 12
 
     async def one_client(url: str, i: int, answers: dict[int, list[int]]) -> None:
+        # Each client from an address of its own: one caller's burst would wait its turn in the
+        # sparql lane, or be refused as busy past its queue (kg_mcp.tools.lanes).
+        transport = httpx2.AsyncHTTPTransport(local_address=f"127.0.0.{10 + i}")
         async with (
-            httpx2.AsyncClient(timeout=120) as http,
+            httpx2.AsyncClient(timeout=120, transport=transport) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             for _ in range(2):  # the burst, then a call after it
