@@ -206,6 +206,13 @@ class RawSession:
         return answer(text)
 
 
+async def open_sessions(http: httpx2.AsyncClient, url: str, count: int) -> list[RawSession]:
+    """`count` MCP sessions over `http`, opened at once."""
+    sessions = [RawSession(http, url) for _ in range(count)]
+    await asyncio.gather(*(s.open() for s in sessions))
+    return sessions
+
+
 def answer(text: str) -> dict:
     """The JSON-RPC message in a JSON or an event-stream body (its last data line)."""
     data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]

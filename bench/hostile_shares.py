@@ -30,6 +30,7 @@ from bench.hostile_rig import (
     load,
     looped,
     ms,
+    open_sessions,
     result_text,
 )
 
@@ -52,9 +53,7 @@ async def workers(store: Path, work: Path, size: dict) -> list[Row]:
     with Served(store, work) as server:
         async with httpx2.AsyncClient(timeout=120) as http, LightClient(server.url, 90, BYSTANDER, ask) as light:
             base, _ = await light.run(3)  # also starts the query workers
-            sessions = [RawSession(http, server.url) for _ in range(4)]
-            for session in sessions:
-                await session.open()
+            sessions = await open_sessions(http, server.url, 4)
             texts: list[str] = []
 
             async def attack(session: RawSession) -> None:
@@ -81,8 +80,7 @@ async def endpoint_threads(store: Path, work: Path, size: dict) -> list[Row]:
                 LightClient(server.url, 90, BYSTANDER, LIGHT_ENDPOINT) as light,
             ):
                 base, _ = await light.run(size["light"] // 2)
-                sessions = [RawSession(http, server.url) for _ in range(45)]
-                await asyncio.gather(*(s.open() for s in sessions))
+                sessions = await open_sessions(http, server.url, 45)
                 texts: list[str] = []
 
                 async def wave() -> None:
@@ -135,8 +133,7 @@ async def traversal(store: Path, work: Path, size: dict) -> list[Row]:
             await owner.open()
             first = await owner.call("kgr_search", {"entity": "kg:Catch_Me_If_You_Can", **question})
             await owner.call("kgr_search", {"entity": "kg:Steven_Spielberg", **question})
-            flood = [RawSession(http, server.url) for _ in range(8)]  # 8 MCP sessions, one call at a time each
-            await asyncio.gather(*(s.open() for s in flood))
+            flood = await open_sessions(http, server.url, 8)  # 8 MCP sessions, one call at a time each
             # The owner's session name from the other client: does it reach (and move) the owner's tree?
             stranger = result_text(await flood[0].call("kgr_search", {"backtrack": True, "session": "mine"}))
             started = time.monotonic()
@@ -249,8 +246,7 @@ async def parse(store: Path, work: Path, size: dict) -> list[Row]:
     with Served(store, work) as server:
         async with httpx2.AsyncClient(timeout=120) as http, LightClient(server.url, 90, BYSTANDER) as light:
             base, _ = await light.run(size["light"])
-            sessions = [RawSession(http, server.url) for _ in range(16)]
-            await asyncio.gather(*(s.open() for s in sessions))
+            sessions = await open_sessions(http, server.url, 16)
             texts: list[str] = []
 
             async def attack(session: RawSession) -> None:
@@ -274,8 +270,7 @@ async def stats(store: Path, work: Path, size: dict) -> list[Row]:
     with Served(store, work) as server:
         async with httpx2.AsyncClient(timeout=120) as http, LightClient(server.url, 90, BYSTANDER) as light:
             base, _ = await light.run(size["light"])
-            sessions = [RawSession(http, server.url) for _ in range(4)]
-            await asyncio.gather(*(s.open() for s in sessions))
+            sessions = await open_sessions(http, server.url, 4)
 
             async def read(session: RawSession, uri: str) -> None:
                 await session.post({"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": {"uri": uri}})

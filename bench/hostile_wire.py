@@ -28,6 +28,7 @@ from bench.hostile_rig import (
     initialize,
     load,
     looped,
+    open_sessions,
 )
 from bench.hostile_network import _new_client_s
 
@@ -165,8 +166,7 @@ async def _flood_bodies(store: Path, work: Path, size: dict, name: str, body: by
     with Served(store, work) as server:
         async with httpx2.AsyncClient(timeout=120) as http, LightClient(server.url, 90, BYSTANDER) as light:
             base, _ = await light.run(size["light"])
-            sessions = [RawSession(http, server.url) for _ in range(clients)]
-            await asyncio.gather(*(s.open() for s in sessions))
+            sessions = await open_sessions(http, server.url, clients)
             statuses: list[int] = []
 
             async def post(session: RawSession) -> None:
