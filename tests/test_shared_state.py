@@ -164,6 +164,23 @@ def test_trees_are_bounded_in_number(redis_url, monkeypatch):
         state.close()
 
 
+def test_one_callers_trees_are_bounded_apart_from_the_others(state, monkeypatch):
+    monkeypatch.setattr(redis_store, "TREES_PER_CALLER", 2)
+    if isinstance(state, InProcessState):
+        state.traversals.per_caller = 2
+    with state.checkout("addr:198.51.100.7 session:keep", "q", None, "addr:198.51.100.7") as taken:
+        _explore(taken.tree, "b")
+    for i in range(3):
+        with state.checkout(f"addr:203.0.113.5 session:{i}", "q", None, "addr:203.0.113.5") as taken:
+            _explore(taken.tree, "a")
+    with state.checkout("addr:203.0.113.5 session:0", "q", None, "addr:203.0.113.5") as taken:
+        assert taken.tree.nodes == {}  # its oldest went when it opened a third
+    with state.checkout("addr:203.0.113.5 session:2", "q", None, "addr:203.0.113.5") as taken:
+        assert list(taken.tree.nodes) == ["a"]
+    with state.checkout("addr:198.51.100.7 session:keep", "q", None, "addr:198.51.100.7") as taken:
+        assert list(taken.tree.nodes) == ["b"]  # another caller's tree is not its to push out
+
+
 # --- a Redis that does not answer ------------------------------------------------------------------
 
 

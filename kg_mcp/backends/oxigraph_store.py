@@ -174,8 +174,9 @@ class OxigraphBackend(SparqlBackend):
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool)."""
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool).
+        A store is read whole (no --graph); a dataset written into the query's text (FROM) holds."""
         return self.query_pool().run(query, row_cap, self.settings.timeout_s)
 
     def query_pool(self) -> QueryPool:

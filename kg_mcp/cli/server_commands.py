@@ -36,6 +36,10 @@ log = logging.getLogger("kg_mcp")
               help="HTTP/SSE: close a connection that has not sent a whole request head within S s [10].")
 @click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="HTTP/SSE: close a connection whose request body has not arrived S s after its head [30].")
+@click.option("--write-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="HTTP/SSE: close a connection that takes none of its response for S s [30].")
+@click.option("--max-body", type=click.IntRange(min=1024), metavar="BYTES",
+              help="HTTP/SSE: refuse (413) a request body larger than BYTES before reading it [262144].")
 @click.option("--max-connections", type=click.IntRange(min=0), metavar="N",
               help="HTTP/SSE: connections held at once, more are closed at once [0: the open-file limit less a reserve].")
 @click.option("--max-connections-per-client", type=click.IntRange(min=0), metavar="N",
@@ -54,7 +58,7 @@ log = logging.getLogger("kg_mcp")
               help="Send OpenTelemetry traces of each call and its queries to this OTLP/HTTP collector "
                    "(needs pip install 'kg-mcp[otel]'; OTEL_EXPORTER_OTLP_ENDPOINT).")
 def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit,
-          trusted_proxies, header_timeout, body_timeout, max_connections, max_connections_per_client, max_sessions, max_sessions_per_client,
+          trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections, max_connections_per_client, max_sessions, max_sessions_per_client,
           session_idle_timeout, stateless, redis_url, otlp_endpoint):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
@@ -85,7 +89,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 
         limits = HttpLimits.from_settings(
             _settings(languages, enable_sparql), trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
-            body_timeout_s=body_timeout, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
+            body_timeout_s=body_timeout, write_timeout_s=write_timeout, max_body_bytes=max_body, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
     settings = _settings(languages, enable_sparql)
     if stateless is None:  # KG_MCP_STATELESS (an environment file's) concerns streamable HTTP only

@@ -106,19 +106,9 @@ def name_index_build(kind: str) -> Iterator[None]:
     NAME_INDEX_BUILD_SECONDS.labels(kind).observe(time.perf_counter() - started)
 
 
-@contextmanager
-def long_call_waiting() -> Iterator[None]:
-    LONG_CALLS_QUEUED.inc()
-    try:
-        yield
-    finally:
-        LONG_CALLS_QUEUED.dec()
-
-
-@contextmanager
-def long_call_running() -> Iterator[None]:
-    LONG_CALLS_RUNNING.inc()
-    try:
-        yield
-    finally:
-        LONG_CALLS_RUNNING.dec()
+def watch_long_calls(lane) -> None:
+    """Read the long calls running and waiting from this lane (kg_mcp.tools.lanes.Lane) when scraped."""
+    if getattr(watch_long_calls, "lane", None) is not lane:
+        watch_long_calls.lane = lane
+        LONG_CALLS_RUNNING.set_function(lambda: lane.places - lane.free)
+        LONG_CALLS_QUEUED.set_function(lambda: lane.queued)

@@ -5,10 +5,12 @@ Outermost first, an HTTP request meets: the connection bounds (uvicorn's protoco
 request exists: kg_mcp.serving.connections), the count of its response's status
 (kg_mcp.serving.instrument), the Host and Origin check (kg_mcp.serving.guards), the operator's
 routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
-(kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the JSON-RPC id check
-and the session caps (kg_mcp.serving.sessions) before the SDK's transport. With `stateless` the SDK
-keeps no MCP session and answers in one JSON body: every request stands alone, so any replica behind
-a load balancer can take it, and another can take it again if the first dies (docs/team/deploy.md).
+(kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the body cap and
+JSON-RPC checks (kg_mcp.serving.guards) and the session caps (kg_mcp.serving.sessions) before the
+SDK's transport. Every per-client bound is keyed by the client's address as kg_mcp.caller counts it
+(IPv6 per /64). With `stateless` the SDK keeps no MCP session and answers in one JSON body: every
+request stands alone, so any replica behind a load balancer can take it, and another can take it
+again if the first dies (docs/team/deploy.md).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from typing import Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecuritySettings
 
 from kg_mcp.observability import metrics
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
-from kg_mcp.serving.guards import HostOriginGuard, JsonRpcIdCheck
+from kg_mcp.serving.guards import HostOriginGuard, JsonRpcCheck
 from kg_mcp.serving.health import OpsRoutes, Readiness
 from kg_mcp.serving.instrument import HttpStatusMetrics, ToolCallMetrics
 from kg_mcp.serving.limits import HttpLimits, connection_cap
@@ -94,8 +96,8 @@ def serve(
     # Long calls run on worker threads (kg_mcp.tools); every time the event loop wants the GIL back
     # from them it waits up to the switch interval (5 ms by default), many times per request.
     sys.setswitchinterval(GIL_SWITCH_S)
-    log.info("HTTP limits: %d connections (%d per client), %d sessions (%d per client)", counter.total_cap,
-             limits.max_connections_per_client, limits.max_sessions, limits.max_sessions_per_client)
+    log.info("HTTP limits: %d connections (%d per client), %d sessions (%d per client), bodies of %d bytes", counter.total_cap,
+             limits.max_connections_per_client, limits.max_sessions, limits.max_sessions_per_client, limits.max_body_bytes)
     uvicorn.Server(config).run()
 
 
@@ -115,6 +117,7 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
             # event stream would have started (its headers at once, or after 15 s of a long call)
             # and could only break. No kg-mcp tool streams progress.
             json_response=stateless,
+            max_request_body_size=limits.max_body_bytes,
             max_sessions=limits.max_sessions + limits.max_sessions_per_client,  # ours refuses first (SessionCap)
             session_idle_timeout=limits.session_idle_timeout_s,
         )
@@ -124,13 +127,13 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
             manager = server.session_manager
             # Stateless: no session is ever opened, so there is nothing to cap.
             sessions = inner if stateless else SessionCap(inner, manager, limits.max_sessions_per_client, limits.max_sessions)
-            return JsonRpcIdCheck(sessions, manager.max_request_body_size)
+            return JsonRpcCheck(sessions, limits.max_body_bytes)
     else:
-        app = server.sse_app(transport_security=loose, host=host)
+        app = server.sse_app(transport_security=loose, host=host, max_request_body_size=limits.max_body_bytes)
         endpoint = "/messages"
 
         def wrap(inner):
-            return JsonRpcIdCheck(inner, DEFAULT_MAX_REQUEST_BODY_SIZE)
+            return JsonRpcCheck(inner, limits.max_body_bytes)
 
     for route in app.routes:
         if getattr(route, "path", None) == endpoint:

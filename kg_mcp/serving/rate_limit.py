@@ -7,6 +7,7 @@ import logging
 import math
 import time
 
+from kg_mcp.caller import address_key
 from kg_mcp.state import SharedStateError
 from kg_mcp.state.memory import take_token
 
@@ -16,8 +17,9 @@ log = logging.getLogger(__name__)
 class RateLimit:
     """ASGI middleware: at most `per_minute` HTTP requests a minute from one client, then 429.
 
-    A client is its address as uvicorn reports it: the peer address, or X-Forwarded-For when the
-    peer is a --trusted-proxy (none by default; the session caps use the same identity). Each client has a token bucket
+    A client is its address as uvicorn reports it (the peer address, or X-Forwarded-For when the
+    peer is a --trusted-proxy; none by default), IPv6 addresses counted per /64 (kg_mcp.caller;
+    the connection and session caps use the same identity). Each client has a token bucket
     of `per_minute` requests that refills continuously, so short bursts pass and a steady stream
     is held to the rate. It runs before auth: refused requests cost nothing downstream. Every HTTP
     request counts (an MCP session's start takes two or three, then one per call).
@@ -38,7 +40,7 @@ class RateLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        client = (scope.get("client") or ("unknown", 0))[0]
+        client = address_key((scope.get("client") or ("unknown", 0))[0])
         wait = await self._wait(client)
         if wait is None:
             return await self.app(scope, receive, send)

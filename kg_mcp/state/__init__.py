@@ -54,10 +54,12 @@ class SharedState(ABC):
         """Raise SharedStateError when the store cannot be used."""
 
     @abstractmethod
-    def checkout(self, key: str | None, question: str | None, request_id: str | None) -> AbstractContextManager[Checkout]:
+    def checkout(self, key: str | None, question: str | None, request_id: str | None,
+                 caller: str = "local") -> AbstractContextManager[Checkout]:
         """The tree kept under `key` (None: a fresh one, never kept) for the length of a call; a new
-        tree when none is kept or `question` differs from the tree's. Calls on one key wait for
-        each other. Saved when the block ends without error."""
+        tree when none is kept or `question` differs from the tree's. `caller` owns the key
+        (kg_mcp.tools.traverse.traversal_key) and keeps at most TREES_PER_CALLER trees. Calls on
+        one key wait for each other. Saved when the block ends without error."""
 
     @abstractmethod
     async def rate_take(self, key: str, per_minute: int) -> float | None:

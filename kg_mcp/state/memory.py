@@ -32,8 +32,9 @@ class InProcessState(SharedState):
         pass
 
     @contextmanager
-    def checkout(self, key: str | None, question: str | None, request_id: str | None) -> Iterator[Checkout]:
-        tree = self.traversals.tree(key, question)
+    def checkout(self, key: str | None, question: str | None, request_id: str | None,
+                 caller: str = "local") -> Iterator[Checkout]:
+        tree = self.traversals.tree(key, question, caller)
         known = self._answers.get(key) if key is not None and request_id else None
         out = Checkout(tree, known[1] if known and known[0] == request_id else None)
         yield out

@@ -4,8 +4,9 @@ Keys, all under `kgmcp:` (traversal and caller keys hashed, so a client's sessio
 key long or collide with another kind):
 - `kgmcp:tree:H` a traversal tree as JSON, with the last request that moved it and its answer
   (a proxy's retry of that request gets the same answer rather than a second step); expires
-  TREE_TTL_S after its last use, and `kgmcp:trees` (a sorted set by last use) keeps at most
-  MAX_TREES of them, the least recently used deleted first. One tree is at most MAX_NODES
+  TREE_TTL_S after its last use. `kgmcp:trees` and `kgmcp:trees:CALLER` (sorted sets by last use)
+  keep at most MAX_TREES of them and TREES_PER_CALLER (kg_mcp.traversal) of one caller's, the
+  least recently used deleted first. One tree is at most MAX_NODES
   entities of MAX_CANDIDATES neighbours (kg_mcp.traversal): about 1 MB of JSON at worst.
 - `kgmcp:lock:NAME` a lock (a traversal's, an endpoint's name-index build): a random token with a
   LEASE_S expiry that a thread renews while it is held, so a replica that dies frees it within
@@ -37,7 +38,7 @@ import redis.asyncio
 from kg_mcp import deadline
 from kg_mcp.state import Checkout, Lease, SharedState, SharedStateError
 from kg_mcp.state.trees import decode, encode
-from kg_mcp.traversal import Tree
+from kg_mcp.traversal import TREES_PER_CALLER, Tree
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,8 @@ class RedisState(SharedState):
 
     # --- traversal trees ------------------------------------------------------------------------
     @contextmanager
-    def checkout(self, key: str | None, question: str | None, request_id: str | None) -> Iterator[Checkout]:
+    def checkout(self, key: str | None, question: str | None, request_id: str | None,
+                 caller: str = "local") -> Iterator[Checkout]:
         if key is None:
             yield Checkout(Tree(question=question or ""))
             return
@@ -172,22 +174,30 @@ class RedisState(SharedState):
             out = Checkout(tree, replayed)
             yield out
             if out.replayed is None:
-                self._save(tree_key, {"tree": encode(out.tree), "request": request_id, "answer": out.answer})
+                self._save(tree_key, {"tree": encode(out.tree), "request": request_id, "answer": out.answer}, caller)
         finally:
             lease.release()
 
-    def _save(self, tree_key: str, record: dict) -> None:
+    def _save(self, tree_key: str, record: dict, caller: str) -> None:
+        """Keep the tree; then drop the caller's least recently used past TREES_PER_CALLER, and
+        everyone's past MAX_TREES (sorted sets by last use, trimmed of what has expired)."""
+        mine, now = f"{PREFIX}trees:{hashed(caller)}", time.time()
         with self._answering("traversal"):
             pipe = self.redis.pipeline()
             pipe.set(tree_key, json.dumps(record, separators=(",", ":")), ex=int(TREE_TTL_S))
-            pipe.zadd(f"{PREFIX}trees", {tree_key: time.time()})
-            pipe.zremrangebyscore(f"{PREFIX}trees", "-inf", time.time() - TREE_TTL_S)
+            for index in (f"{PREFIX}trees", mine):
+                pipe.zadd(index, {tree_key: now})
+                pipe.zremrangebyscore(index, "-inf", now - TREE_TTL_S)
+                pipe.expire(index, int(TREE_TTL_S))
             pipe.zcard(f"{PREFIX}trees")
-            count = pipe.execute()[-1]
-            if count > MAX_TREES:
-                oldest = self.redis.zpopmin(f"{PREFIX}trees", count - MAX_TREES)
-                if oldest:
-                    self.redis.delete(*[name for name, _ in oldest])
+            pipe.zcard(mine)
+            everyone, theirs = pipe.execute()[-2:]
+            for index, count, cap in ((mine, theirs, TREES_PER_CALLER), (f"{PREFIX}trees", everyone, MAX_TREES)):
+                if count > cap:
+                    oldest = [name for name, _ in self.redis.zpopmin(index, count - cap)]
+                    if oldest:
+                        self.redis.delete(*oldest)
+                        self.redis.zrem(f"{PREFIX}trees", *oldest)
 
     def _wait_for_lock(self, name: str) -> Lease:
         """The lock, waited for until the call's deadline (another call of the same traversal)."""

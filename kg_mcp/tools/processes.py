@@ -61,7 +61,7 @@ def _ready() -> bool:
 
 
 def _run(name: str, args: tuple, seconds: float, tree: dict | None, trace_headers: dict):
-    """('ok', text, data, tree) or ('error', message, None, tree): the tree as the call left it."""
+    """('ok', (text, data, limit_chars), tree) or ('error', message, tree): the tree as the call left it."""
     tool = _tools()[name]
     moved = decode(tree) if tree is not None else None
     try:
@@ -71,8 +71,9 @@ def _run(name: str, args: tuple, seconds: float, tree: dict | None, trace_header
             else:
                 out = tool(_backend, _backend.settings, *args)
     except KGError as error:
-        return "error", str(error), None, encode(moved) if moved is not None else None
-    return "ok", out.text, out.data.model_dump(mode="json"), encode(moved) if moved is not None else None
+        return "error", str(error), encode(moved) if moved is not None else None
+    answer = (out.text, out.data.model_dump(mode="json"), out.limit_chars)
+    return "ok", answer, encode(moved) if moved is not None else None
 
 
 class Dumped:
@@ -112,7 +113,7 @@ class WorkerPool:
         with self._lock:
             pool = self._pool
         try:
-            outcome, text, data, moved = pool.submit(
+            outcome, answer, moved = pool.submit(
                 _run, name, args, left if left is not None else self.timeout_s, encode(tree) if tree is not None else None,
                 tracing.carrier(),
             ).result()
@@ -126,8 +127,9 @@ class WorkerPool:
             raise KGError("The worker process running this call died (it is being replaced).",
                           "Try the call again; if it dies again, narrow it.") from None
         if outcome == "error":
-            raise KGError(text)
-        return ToolOutput(text, Dumped(data)), decode(moved) if moved is not None else None
+            raise KGError(answer)
+        text, data, limit_chars = answer
+        return ToolOutput(text, Dumped(data), limit_chars), decode(moved) if moved is not None else None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
