@@ -201,3 +201,31 @@ def test_without_redis_the_trees_fail_clearly_and_the_rate_limit_falls_back():
         assert state.try_lock("name-index:y") is not None  # a build goes ahead here rather than never
     finally:
         state.close()
+
+
+async def test_a_callers_long_calls_are_counted_on_every_replica(redis_url):
+    """With Redis, a caller's share of long calls (half of KG_MCP_HEAVY_CALLS) holds over all the
+    replicas together: a place it holds on another one is waited for, then refused at the deadline."""
+    from mcp import Client
+
+    from kg_mcp.backends import open_demo
+    from kg_mcp.server import build_server
+    from kg_mcp.settings import Settings
+
+    other_replica, here = RedisState(redis_url), RedisState(redis_url)
+    backend = open_demo(settings=Settings(heavy_calls=2, tool_timeout_s=1.0))  # one long call a caller
+    claims = {"claims": [{"subject": "wd:Q5582", "relation": "wdt:P31", "object": "wd:Q5"}]}
+    try:
+        held = other_replica.take_place("long", "local", 1, 30)  # the in-process client is "local"
+        async with Client(build_server(backend, backend.settings, shared=here)) as client:
+            refused = await client.call_tool("verify", claims)
+            assert refused.is_error and "running on this team's servers" in refused.content[0].text
+            other_replica.give_back_place("long", "local", held)
+            served = await client.call_tool("verify", claims)
+            assert not served.is_error, served.content[0].text
+        again = other_replica.take_place("long", "local", 1, 30)
+        assert again is not None  # the call gave its place back
+    finally:
+        backend.close()
+        other_replica.close()
+        here.close()

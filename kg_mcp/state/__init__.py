@@ -9,7 +9,7 @@ behind a load balancer sees the same trees, limits and locks. Keys are per calle
 When Redis does not answer, the calls that cannot do without it (kgr_search's traversals) get an
 error in our words that says to try again; rate limits fall back to this process's own (per
 replica) and name-index builds go ahead here; /readyz reports the outage. Places raise
-SharedStateError: their user decides whether to go on without.
+SharedStateError: their user (the long lane, kg_mcp.tools) goes on with the replica's own share.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class Lease(ABC):
 
 class SharedState(ABC):
     where: str  # for logs and errors: "in-process" or the Redis URL without its password
+    between_processes = False  # True: other replicas see the same state
 
     @abstractmethod
     def ping(self) -> None:

@@ -102,6 +102,8 @@ def shown_url(url: str) -> str:
 
 
 class RedisState(SharedState):
+    between_processes = True
+
     def __init__(self, url: str, *, tool_timeout_s: float = 30.0):
         if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
             from kg_mcp.errors import ConfigError

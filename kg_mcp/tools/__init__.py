@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Literal
 
+import anyio
 from anyio.lowlevel import RunVar
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -26,7 +27,7 @@ from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
-from kg_mcp.state import SharedState
+from kg_mcp.state import SharedState, SharedStateError
 from kg_mcp.state.memory import InProcessState
 from kg_mcp.tools._render import ToolOutput, bounded_data
 from kg_mcp.tools.find_entities import FindResult, find_entities
@@ -72,6 +73,7 @@ OUTPUT_MODELS = {
 # A call that may read more rows than this (with their labels) is a long one: tens of milliseconds
 # on a hub, too long to hold the event loop (see the lanes in register_tools).
 LIGHT_ROWS = 200
+PLACE_POLL_S = 0.05  # how often a long call waiting for its caller's place on another replica looks again
 
 
 def register_tools(server: MCPServer, backend: Backend, settings: Settings, shared: SharedState | None = None) -> None:
@@ -104,6 +106,29 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         "sparql": _lane_of_loop("sparql queries", sparql_places, 1, settings),
         "short": _lane_of_loop("calls", settings.short_calls, max(1, settings.short_calls // 4), settings),
     }
+
+    # Where state that outlives a call lives (kg_mcp.state): kgr_search's trees, and with Redis the
+    # caller's long calls across every replica, so that its share holds on the team's servers together.
+    shared = shared or InProcessState()
+
+    async def place_across_replicas(caller: str) -> str | None:
+        """One of the caller's `share` long-call places over all replicas, waited for until the
+        deadline; None when the state is this process's (the lane's share is all there is) or Redis
+        does not answer (each replica's share holds meanwhile)."""
+        if not shared.between_processes:
+            return None
+        while True:
+            try:
+                token = await anyio.to_thread.run_sync(
+                    shared.take_place, "long", caller, share, settings.tool_timeout_s + 5)
+            except SharedStateError:
+                return None
+            if token is not None:
+                return token
+            if (deadline.left() or 0) <= PLACE_POLL_S:
+                raise Busy(f"Busy: you already have {share} long call(s) running on this team's servers, the most "
+                           "one client may at once. Retry once one of them has finished.")
+            await anyio.sleep(PLACE_POLL_S)
 
     # Long calls in worker processes (kg_mcp.tools.processes) when settings.worker_processes says so.
     pool = None
@@ -138,10 +163,17 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                 metrics.watch_long_calls(chosen)
             # Long calls go to the worker processes when there are some (kg_mcp.tools.processes).
             fn = partial(call, in_worker=True) if lane == "long" else call
+            caller, place = current_caller().key, None
             try:
-                return await chosen.run_sync(current_caller().key, deadline.left(), fn, tool, *args)
+                if lane == "long":
+                    place = await place_across_replicas(caller)
+                return await chosen.run_sync(caller, deadline.left(), fn, tool, *args)
             except Busy as busy:
                 raise ToolError(str(busy)) from None
+            finally:
+                if place is not None:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(shared.give_back_place, "long", caller, place)
 
     @server.tool(name="search", annotations=annotations)
     async def search_tool(
@@ -272,7 +304,6 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
-    shared = shared or InProcessState()
     ranker = ranker_from_env()
 
     @server.tool(
