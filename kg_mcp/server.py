@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable
+
+import anyio
 
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -20,7 +25,7 @@ from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.backends import Backend, graph_access
 from kg_mcp.backends.graph_access import GraphAccess
-from kg_mcp.caller import Caller, caller_of
+from kg_mcp.caller import Caller, caller_of, calling_as
 from kg_mcp.errors import ConfigError
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
 from kg_mcp.quoting import quoted
@@ -29,6 +34,7 @@ from kg_mcp.serving.audit import AuditLog, Timer, rows_of
 from kg_mcp.serving.auth import ServerAuth, server_auth
 from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
 from kg_mcp.settings import Settings
+from kg_mcp.state import SharedState
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
 log = logging.getLogger(__name__)
@@ -59,7 +65,8 @@ class KGServer(MCPServer):
         return tools
 
     async def call_tool(self, name, arguments, context=None):
-        """The call, refused when the caller's token lacks the tool's scope, and audited."""
+        """The call, refused when the caller's token lacks the tool's scope, read through the caller's
+        graphs (kg_mcp.backends.graph_access), and audited."""
         timer, outcome, result, graphs = Timer(), "refused", None, None
         try:
             if not tool_allowed(name):
@@ -122,19 +129,22 @@ class KGServer(MCPServer):
         return graphs
 
     async def _call_checked(self, name, arguments, context=None):
+        """The call, served as its caller's (kg_mcp.caller: the lanes and traversal trees are per
+        caller), its arguments checked first: an unknown or oversized one is refused at once."""
         checks = self.arguments(name)
-        try:
-            arguments = checks.prepare(arguments)
+        with calling_as(caller_of(_transport_request(context))):
             try:
-                return await super().call_tool(name, arguments, context)
-            except ToolError as error:
-                if not isinstance(error.__cause__, ValidationError) or isinstance(error, UnexpectedToolError):
-                    raise
-            # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
-            checks.explain(arguments)
-            raise RefusedCall(f"{name}: the arguments do not fit. {usage(checks.schema)}")
-        except ArgumentError as error:
-            raise RefusedCall(str(error)) from None
+                arguments = checks.prepare(arguments)
+                try:
+                    return await super().call_tool(name, arguments, context)
+                except ToolError as error:
+                    if not isinstance(error.__cause__, ValidationError) or isinstance(error, UnexpectedToolError):
+                        raise
+                # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
+                checks.explain(arguments)
+                raise RefusedCall(f"{name}: the arguments do not fit. {usage(checks.schema)}")
+            except ArgumentError as error:
+                raise RefusedCall(str(error)) from None
 
     def _tool_input_schema(self, name: str) -> dict | None:
         """The schema the SDK checks a call's Mcp-Param-* headers against over HTTP, or None when it
@@ -162,13 +172,17 @@ class KGServer(MCPServer):
         return self._arguments[name][1]
 
 
+def _transport_request(context):
+    """The HTTP request (Starlette's) behind a call, or None (stdio, in-process, no context)."""
+    try:
+        return context.request_context.request if context is not None else None
+    except ValueError:  # a Context made outside a request
+        return None
+
+
 def _caller(context) -> Caller:
     """Who made the request `context` belongs to (the local client outside a request)."""
-    try:
-        request = context.request_context.request if context is not None else None
-    except ValueError:  # a Context made outside a request
-        request = None
-    return caller_of(request)
+    return caller_of(_transport_request(context))
 
 
 def build_server(
@@ -179,10 +193,12 @@ def build_server(
     auth: ServerAuth | None = None,
     audit: AuditLog | None = None,
     graph_access: GraphAccess | None = None,
+    shared: SharedState | None = None,
 ) -> KGServer:
     """An MCP server exposing the KG tools over `backend`. Over HTTP, callers are checked by `auth`
     (kg_mcp.serving.auth.server_auth: a shared token, named tokens, an OAuth issuer), or by the one
-    `auth_token`; `audit` records every call."""
+    `auth_token`; `audit` records every call; `graph_access` gives each caller its graphs; `shared`
+    holds what outlives a call (kg_mcp.state: this process by default, or Redis)."""
     settings = settings or Settings()
     if auth is None and auth_token:
         auth = server_auth(token=auth_token)
@@ -200,7 +216,7 @@ def build_server(
     server.audit = audit
     if graph_access is not None:
         _graphs_per_caller(server, backend, settings, graph_access)
-    register_tools(server, backend, settings)
+    register_tools(server, backend, settings, shared)
     if auth is not None:
         auth.scoped_tools = frozenset(name for name in TOOL_SCOPES if server._tool_manager.get_tool(name))
     _add_resources(server, backend, settings)
@@ -245,8 +261,22 @@ def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, a
     lowlevel.__class__ = type("KGLowLevelServer", (type(lowlevel),), {"instructions": property(for_the_caller)})
 
 
+# How long an endpoint's resources are kept: its data may change (a local store is read-only while served).
+ENDPOINT_RESOURCE_AGE_S = 600.0
+
+
 def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> None:
-    @server.resource("kg://profile", name="profile", description="The KG's schema profile and prefixes (cheap).", mime_type="application/json")
+    """The KG's resources, each computed once (off the event loop) and then read for nothing: a local
+    store cannot change while served; an endpoint's are computed again at most every 10 minutes."""
+    max_age = None if backend.kind == "oxigraph" else ENDPOINT_RESOURCE_AGE_S
+
+    def resource(uri: str, name: str, description: str):
+        def register(compute: Callable[[], str]) -> None:
+            server.resource(uri, name=name, description=description, mime_type="application/json")(Computed(compute, max_age).read)
+
+        return register
+
+    @resource("kg://profile", "profile", "The KG's schema profile and prefixes (cheap).")
     def profile() -> str:
         vocab = backend.vocab
         return json.dumps(
@@ -259,25 +289,15 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> N
             }
         )
 
-    @server.resource(
-        "kg://schema",
-        name="schema",
-        description="Prefixes, the most used relations of the KG with their triples, and its hubs.",
-        mime_type="application/json",
-    )
+    @resource("kg://schema", "schema", "Prefixes, the most used relations of the KG with their triples, and its hubs.")
     def schema() -> str:
         return json.dumps(schema_document(backend, settings), indent=1)
 
-    @server.resource(
-        "kg://output-schemas",
-        name="output-schemas",
-        description="JSON Schemas of each tool's structured content.",
-        mime_type="application/json",
-    )
+    @resource("kg://output-schemas", "output-schemas", "JSON Schemas of each tool's structured content.")
     def output_schemas() -> str:
         return json.dumps({name: model.model_json_schema() for name, model in OUTPUT_MODELS.items()})
 
-    @server.resource("kg://stats", name="stats", description="Size of the KG: triples, entities, relations.", mime_type="application/json")
+    @resource("kg://stats", "stats", "Size of the KG: triples, entities, relations.")
     def stats() -> str:
         s = backend.stats()
         return json.dumps(
@@ -292,6 +312,38 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> N
             },
             indent=1,
         )
+
+
+class Computed:
+    """A resource's text, computed on a worker thread at its first read (one computation however
+    many read at once) and kept: for good (`max_age_s` None) or for `max_age_s` seconds. One text
+    per graph set (kg_mcp.backends.graph_access): a caller reads what its own graphs hold."""
+
+    def __init__(self, compute: Callable[[], str], max_age_s: float | None):
+        self.compute = compute
+        self.max_age_s = max_age_s
+        self._texts: dict[str, tuple[str, float]] = {}  # graph set -> (text, when it was made)
+        self._lock = threading.Lock()
+
+    async def read(self) -> str:
+        text = self._fresh()
+        if text is not None:
+            return text
+        return await anyio.to_thread.run_sync(self._computed)
+
+    def _fresh(self) -> str | None:
+        text, at = self._texts.get(graph_access.cache_key(), (None, 0.0))
+        if text is None or (self.max_age_s is not None and time.monotonic() - at > self.max_age_s):
+            return None
+        return text
+
+    def _computed(self) -> str:
+        with self._lock:  # the reads that came meanwhile wait here, then take the text just made
+            text = self._fresh()
+            if text is None:
+                text = self.compute()
+                self._texts[graph_access.cache_key()] = (text, time.monotonic())
+            return text
 
 
 def _as_mcp_prompt(prompt: PromptFile) -> Prompt:

@@ -95,7 +95,7 @@ class Provider:
         data = {"grant_type": "client_credentials", "resource": resource}
         if scope:
             data["scope"] = scope
-        response = httpx2.post(f"{self.issuer}/token", data=data, auth=(client_id, secret))
+        response = httpx2.post(f"{self.issuer}/token", data=data, auth=(client_id, secret), timeout=60)
         assert response.status_code == 200, response.text
         return response.json()
 
@@ -113,7 +113,7 @@ def running_provider(workdir: Path, config: dict):
 async def sign_in(authorization_url: str, user: str, password: str) -> tuple[str, str | None, str | None]:
     """Follow an authorization URL as a browser would, fill the sign-in and consent forms, and
     return the redirect back to the client: (redirect URL, code, state)."""
-    async with httpx2.AsyncClient(follow_redirects=False) as browser:
+    async with httpx2.AsyncClient(follow_redirects=False, timeout=60) as browser:
         url, form = authorization_url, None
         for _ in range(20):
             response = await (browser.post(url, data=form) if form is not None else browser.get(url))

@@ -160,7 +160,7 @@ async def test_each_caller_reads_only_its_graphs(team):
 async def test_two_machines_signed_in_by_oauth_each_read_their_graph(team):
     """The 'done when': two callers of one server, signed in by the SDK's OAuth client with client
     credentials, each see only their graph, and the audit log names each call's subject."""
-    metadata = httpx2.get(team["url"].replace("/mcp", "/.well-known/oauth-protected-resource/mcp")).json()
+    metadata = httpx2.get(team["url"].replace("/mcp", "/.well-known/oauth-protected-resource/mcp"), timeout=60).json()
     assert {"kg:read", "kg:sparql", "graph:art", "graph:films"} <= set(metadata["scopes_supported"])
     seen = {}
     for name in ("art-ci", "films-ci"):
@@ -181,7 +181,7 @@ async def test_two_machines_signed_in_by_oauth_each_read_their_graph(team):
 
 
 async def test_a_caller_granted_no_graph_is_told_so(team):
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens']['carol']}"}) as http:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens']['carol']}"}, timeout=60) as http:
         async with Client(streamable_http_client(team["url"], http_client=http)) as client:
             assert "grants no graph" in (client.instructions or "")
             result = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})

@@ -113,7 +113,7 @@ def initialize(team, token: str | None) -> httpx2.Response:
     headers = dict(MCP_HEADERS)
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx2.post(team["resource"], json=INITIALIZE, headers=headers)
+    return httpx2.post(team["resource"], json=INITIALIZE, headers=headers, timeout=60)
 
 
 def challenge(response: httpx2.Response) -> dict[str, str]:
@@ -139,7 +139,7 @@ def test_discovery_starts_from_the_401(team):
     assert "error" not in params
     metadata_url = params["resource_metadata"]
     assert metadata_url == team["base"] + "/.well-known/oauth-protected-resource/mcp"
-    metadata = httpx2.get(metadata_url).json()
+    metadata = httpx2.get(metadata_url, timeout=60).json()
     assert metadata["resource"] == team["resource"]
     assert [s.rstrip("/") for s in metadata["authorization_servers"]] == [team["provider"].issuer]
     assert {"kg:read", "kg:sparql"} <= set(metadata["scopes_supported"])
@@ -173,7 +173,7 @@ async def test_sdk_client_signs_in_with_authorization_code_and_pkce(team):
         redirect_handler=redirect,
         callback_handler=callback,
     )
-    async with httpx2.AsyncClient(auth=auth) as http:
+    async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
         async with Client(streamable_http_client(team["resource"], http_client=http)) as client:
             tools = {tool.name for tool in (await client.list_tools()).tools}
             assert {"search", "find_entities", "sparql"} <= tools  # alice holds kg:sparql
@@ -194,7 +194,7 @@ async def test_machine_signs_in_with_client_credentials(team):
     auth = ClientCredentialsOAuthProvider(
         team["resource"], Memory(), "reader-ci", SECRET, scope="kg:read", issuer=team["provider"].issuer
     )
-    async with httpx2.AsyncClient(auth=auth) as http:
+    async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
         async with Client(streamable_http_client(team["resource"], http_client=http)) as client:
             tools = {tool.name for tool in (await client.list_tools()).tools}
             assert "search" in tools and "sparql" not in tools
@@ -205,7 +205,7 @@ async def test_machine_signs_in_with_client_credentials(team):
     assert session.status_code == 200
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sparql", "arguments": {"query": "ASK {}"}}}
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session.headers["mcp-session-id"]}
-    refused = httpx2.post(team["resource"], json=call, headers=headers)
+    refused = httpx2.post(team["resource"], json=call, headers=headers, timeout=60)
     assert refused.status_code == 403
     params = challenge(refused)
     assert params["error"] == "insufficient_scope" and params["scope"] == "kg:read kg:sparql"

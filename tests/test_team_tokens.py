@@ -52,7 +52,7 @@ def server(tmp_path_factory):
 
 
 async def tools_and_call(url: str, token: str) -> tuple[set[str], bool]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             tools = {tool.name for tool in (await client.list_tools()).tools}
             found = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
@@ -63,7 +63,7 @@ def status(url: str, token: str) -> int:
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-    return httpx2.post(url, json=body, headers=headers).status_code
+    return httpx2.post(url, json=body, headers=headers, timeout=60).status_code
 
 
 async def test_each_named_token_is_its_caller_and_the_shared_token_still_works(server):

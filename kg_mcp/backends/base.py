@@ -71,7 +71,8 @@ class Rows:
     """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown).
 
     `cut_at` is the engine's own row limit when the answer reached it (more rows may exist);
-    `partial` is the engine's note when it stopped the query early and sent what it had.
+    `partial` is the engine's note when it stopped the query early and sent what it had;
+    `cut` says why kg-mcp stopped reading the answer before its end (its byte cap).
     """
 
     variables: list[str]
@@ -80,6 +81,7 @@ class Rows:
     boolean: bool | None = None
     cut_at: int | None = None
     partial: str | None = None
+    cut: str | None = None
 
 
 @dataclass
@@ -159,10 +161,28 @@ class Backend(ABC):
         """Distinct (source, neighbour) pairs along one predicate from many sources, up to `limit`,
         in one round trip: one hop of `follow`."""
 
+    def closure_edges(
+        self, sources: Sequence[Term], predicate: ox.NamedNode, direction: Direction, limit: int
+    ) -> list[tuple[Term, Term]] | None:
+        """The edges along `predicate` (as (from, to) in the walk's direction) among every node
+        reachable from `sources` that way, up to `limit`, in one round trip (a SPARQL property
+        path); None where walking it level by level with `step` costs no more (a local store)."""
+        return None
+
     def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
         """Those of `predicates` whose property the KG marks as an external identifier (none when the
         profile names no such mark)."""
         return set()
+
+    def addresses_blank_nodes(self, example: ox.BlankNode | None = None) -> bool:
+        """Whether the tools may show blank nodes by their handle (`_:label`): every method then
+        takes them as it takes IRIs. `example`, a blank node this backend returned, lets an endpoint
+        be probed for a way to name one in a query."""
+        return False
+
+    def read_blank_nodes(self, nodes: Sequence[ox.BlankNode]) -> None:
+        """Read the edges of several blank nodes at once, ahead of questions about each (an endpoint
+        then asks one query for many)."""
 
     @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...
@@ -188,8 +208,14 @@ class Backend(ABC):
 
     # --- whole store --------------------------------------------------------------------------
     @abstractmethod
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        """A read-only SPARQL SELECT/ASK already checked by the sparql tool."""
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        """A read-only SPARQL SELECT/ASK written by kg_mcp.sparql (or by kg-mcp itself); `graphs`:
+        the dataset its text was written for (None: the backend's own, `read_graphs`)."""
+
+    @property
+    def read_graphs(self) -> tuple[str, ...]:
+        """The named graphs every query reads (empty: the store or endpoint as it answers)."""
+        return ()
 
     @abstractmethod
     def stats(self) -> StoreStats: ...

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyoxigraph as ox
 
-from kg_mcp.backends import store_patterns
+from kg_mcp.backends import blank_nodes, store_patterns
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
@@ -17,6 +17,7 @@ from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
+from kg_mcp.observability import tracing
 
 # Up to this many edges around a node, get_relations counts them in Python from the index (see
 # kg_mcp.backends.store_patterns); past it, an aggregate query counts them in the engine.
@@ -35,6 +36,7 @@ class OxigraphBackend(SparqlBackend):
     def __init__(self, store: ox.Store, *args, location: str = "memory", path: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.store = store
+        self._address_blanks(blank_nodes.store_reader(store))  # by their stored ids, stable while served
         self.location = location
         self.path = path  # the store's directory; None for an in-memory store
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
@@ -82,9 +84,9 @@ class OxigraphBackend(SparqlBackend):
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
     # The ordinary calls' reads, from the store's indexes: no query to parse and plan.
-    def _edges_with_labels(self, node, direction, predicates, limit):
+    def _edges_with_labels(self, node, direction, predicates, limit, *, named_only=False):
         outgoing, hidden = direction is Direction.OUTGOING, self._hidden(node, predicates)
-        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit)
+        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit, named_only)
         found = self._labels_here([node, *dict.fromkeys(value for _, value in pairs)])
         return [Neighbour(p, value) for p, value in pairs], found
 
@@ -166,13 +168,15 @@ class OxigraphBackend(SparqlBackend):
         return dict(zip(nodes, self._degree_readers.map(self._degree, nodes), strict=True))
 
     def _solutions(self, query: str) -> Solutions:
-        return self._read(lambda: solutions_of(self.store.query(query)))
+        with tracing.span("store query", **{"db.system": "oxigraph"}):
+            return self._read(lambda: solutions_of(self.store.query(query)))
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool)."""
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool).
+        A store is read whole (no --graph); a dataset written into the query's text (FROM) holds."""
         return self.query_pool().run(query, row_cap, self.settings.timeout_s)
 
     def query_pool(self) -> QueryPool:

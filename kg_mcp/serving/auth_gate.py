@@ -155,15 +155,16 @@ def _scopes_needed(body: bytes, held: set[str], tools: frozenset[str]) -> list[s
     return needed
 
 
-def install(app, auth: ServerAuth | None, audit=None) -> None:
-    """Put the gate in place of the SDK's on `app`'s protected routes, and serve the metadata."""
+def install(app, auth: ServerAuth | None, audit=None, max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
+    """Put the gate in place of the SDK's on `app`'s protected routes, and serve the metadata;
+    `max_body`: the longest request body it reads for the per-tool scope check."""
     if auth is None:
         return
     metadata_url = auth.metadata_url
     for route in app.routes:
         inner = getattr(route, "app", None)
         if isinstance(route, (Route, Mount)) and isinstance(inner, RequireAuthMiddleware) and not isinstance(inner, AuthGate):
-            route.app = AuthGate(inner.app, metadata_url, audit, auth.scoped_tools)
+            route.app = AuthGate(inner.app, metadata_url, audit, auth.scoped_tools, max_body)
     app.router.routes[:] = [r for r in app.routes if not getattr(r, "path", "").startswith(WELL_KNOWN)]
     if metadata_url:
         app.router.routes.extend(

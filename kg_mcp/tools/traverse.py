@@ -56,20 +56,29 @@ class TraverseResult(BaseModel):
     triples: list[TripleOut] = []
 
 
-def traversal_key(session: str | None, headers: Mapping[str, str] | None) -> str | None:
+def traversal_key(session: str | None, headers: Mapping[str, str] | None, caller: str = "local") -> str | None:
     """Where a kgr_search call's traversal tree is kept (see kg_mcp/traversal.py); None: nowhere.
 
-    >>> traversal_key("q7", None), traversal_key(None, None), traversal_key(None, {"mcp-session-id": "ab"})
-    ('session:q7', 'local', 'mcp-session:ab')
-    >>> traversal_key(None, {"host": "x"}) is None
+    Every key starts with the caller's key (kg_mcp.caller) and, over HTTP, the caller's MCP session
+    when it has one: a `session` name is a name within them, so another caller's calls naming the
+    same session reach a tree of their own, never this one.
+
+    >>> traversal_key("q7", None), traversal_key(None, None), traversal_key(None, {"mcp-session-id": "ab"}, "addr:10.0.0.1")
+    ('local session:q7', 'local', 'addr:10.0.0.1 mcp-session:ab')
+    >>> traversal_key("q7", {"mcp-session-id": "ab"}, "addr:10.0.0.1")
+    'addr:10.0.0.1 mcp-session:ab session:q7'
+    >>> traversal_key(None, {"host": "x"}, "addr:10.0.0.1") is None
     True
     """
+    mcp_session = None
+    if headers is not None:
+        mcp_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
+    owner = f"{caller} mcp-session:{mcp_session}" if mcp_session else caller
     if session:
-        return f"session:{session}"
+        return f"{owner} session:{session}"
     if headers is None:  # stdio or in-process: one client per server
-        return "local"
-    mcp_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
-    return f"mcp-session:{mcp_session}" if mcp_session else None
+        return owner
+    return owner if mcp_session else None
 
 
 @dataclass
@@ -166,7 +175,9 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
     best: dict[str, Candidate] = {}
     for i in _ranked(view, tree.question):
         edge = view.edges[i]
-        if not isinstance(edge.value, ox.NamedNode) or edge.value == node:
+        if isinstance(edge.value, ox.Literal) or edge.value == node:
+            continue
+        if isinstance(edge.value, ox.BlankNode) and not namer.blank_handles(edge.value):
             continue
         value_id = namer.id(edge.value)
         if value_id not in best:
@@ -184,7 +195,8 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
 
 def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:
     namer, node, edges = view.namer, view.node, view.edges
-    order = _ranked(view, tree.question)[:k]
+    # Blank nodes after the rest (in rank order): they never push a named triple out of the top k.
+    order = sorted(_ranked(view, tree.question), key=lambda i: isinstance(edges[i].value, ox.BlankNode))[:k]
     entity_id = namer.id(node)
     path_ids = tree.path(entity_id)
     this = namer.out(node)
@@ -307,8 +319,9 @@ def _label_text(namer: Namer, term: Term) -> str:
 
 
 def _shown(namer: Namer, term: Term) -> str:
-    """An entity as `Label [id]` (just the id without a label); a literal as its text."""
-    if isinstance(term, ox.NamedNode):
+    """An entity as `Label [id]` (just the id without a label), a blank node as `[ its content ] [handle]`;
+    a literal as its text."""
+    if not isinstance(term, ox.Literal):
         label = namer.label(term)
         return f"{label} [{namer.id(term)}]" if label else namer.id(term)
     return namer.value_text(term)
