@@ -235,3 +235,18 @@ def count_entities() -> str:
 
 def ask_predicate(predicate: str) -> str:
     return f"ASK {{ ?s <{ox.NamedNode(predicate).value}> ?o }}"
+
+
+def path_ask(
+    sources: Sequence[ox.NamedNode],
+    first: Sequence[tuple[ox.NamedNode, Direction]],
+    then: Sequence[tuple[ox.NamedNode, Direction]],
+    targets: Sequence[ox.NamedNode],
+) -> str:
+    """Whether one `first` step, then any number of `then` steps, lead from a source to a target."""
+
+    def alternatives(steps) -> str:
+        return "|".join(("^" if d is Direction.INCOMING else "") + str(p) for p, d in steps)
+
+    path = f"({alternatives(first)})" + (f"/({alternatives(then)})*" if then else "")
+    return f"ASK {{ {values('s', sources)} {values('o', targets)} ?s {path} ?o }}"

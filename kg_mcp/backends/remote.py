@@ -14,7 +14,7 @@ import pyoxigraph as ox
 
 from kg_mcp import __version__
 from kg_mcp.backends import text_search
-from kg_mcp.backends._queries import label_pattern_scan
+from kg_mcp.backends._queries import label_pattern_scan, path_ask
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
@@ -91,6 +91,14 @@ class RemoteBackend(SparqlBackend):
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
+
+    def reaches(self, sources, first, then, targets) -> bool | None:
+        # One property path in the engine, however deep the hierarchy; a timeout leaves it to the walk.
+        try:
+            return self._boolean(path_ask(sources, first, then, targets))
+        except KGError as e:
+            log.info("property path not answered (%s): walking instead", e.message)
+            return None
 
     def run_query(self, query: str, row_cap: int) -> Rows:
         answer = self._answer(query)

@@ -178,6 +178,9 @@ class SparqlBackend(Backend):
         query = q.exact_label(name, self.label_predicates, self.settings.languages, limit)
         return [s["x"] for s in self._solutions(query) if isinstance(s["x"], ox.NamedNode)]
 
+    def labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
+        return list(dict.fromkeys(self._nodes_labelled(name, limit)))
+
     # --- neighbourhoods --------------------------------------------------------------------------
     def neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
@@ -302,6 +305,9 @@ class SparqlBackend(Backend):
 
     def exists(self, node: ox.NamedNode) -> bool:
         return self._boolean(q.ask_exists(node))
+
+    def uses_predicate(self, predicate: ox.NamedNode) -> bool:
+        return self._boolean(q.ask_predicate(predicate.value))
 
     # --- names -----------------------------------------------------------------------------------
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
