@@ -230,7 +230,13 @@ def count_distinct(var: str) -> str:
 
 
 def count_entities() -> str:
-    return "SELECT (COUNT(DISTINCT ?e) AS ?n) WHERE { { ?e ?p ?o } UNION { ?s ?p ?e FILTER(isIRI(?e)) } }"
+    """The entities a KG is about: its named subjects (what the summary, kg://stats and `kg-mcp info`
+    all count; blank nodes are parts of what they describe, counted apart)."""
+    return "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s ?p ?o FILTER(isIRI(?s)) }"
+
+
+def count_blank_subjects() -> str:
+    return "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s ?p ?o FILTER(isBlank(?s)) }"
 
 
 def ask_predicate(predicate: str) -> str:

@@ -332,14 +332,17 @@ class SparqlBackend(Backend):
     def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]:
         return self._best_literals(list(dict.fromkeys(nodes)), self.profile.description_predicates)
 
-    def _consider_label(self, best: dict, node: Term, predicate: Term | None, literal: Term | None) -> None:
-        """Keep `literal` as `node`'s label if it ranks better: preferred language, then predicate."""
+    def _consider_label(
+        self, best: dict, node: Term, predicate: Term | None, literal: Term | None, preds: Sequence[str] | None = None
+    ) -> None:
+        """Keep `literal` as `node`'s label (or the literal of `preds`, in their order) if it ranks
+        better: preferred language, then predicate."""
         if not isinstance(literal, ox.Literal) or predicate is None:
             return
         languages = self.settings.languages
         lang = literal.language or ""
         lang_rank = languages.index(lang) if lang in languages else len(languages)
-        preds = self.label_predicates
+        preds = self.label_predicates if preds is None else preds
         rank = (lang_rank, preds.index(predicate.value) if predicate.value in preds else 99)
         if node not in best or rank < best[node][0]:
             best[node] = (rank, literal.value)
@@ -349,7 +352,7 @@ class SparqlBackend(Backend):
         best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
         for chunk in _chunks(nodes):
             for s in self._solutions(q.labels(chunk, predicates, self.settings.languages)):
-                self._consider_label(best, s["x"], s["lp"], s["l"])
+                self._consider_label(best, s["x"], s["lp"], s["l"], predicates)
         missing = [n for n in nodes if n not in best]
         for chunk in _chunks(missing):  # no label in a preferred language: take any language
             for s in self._solutions(q.any_label(chunk, predicates)):
