@@ -166,7 +166,9 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
     best: dict[str, Candidate] = {}
     for i in _ranked(view, tree.question):
         edge = view.edges[i]
-        if not isinstance(edge.value, ox.NamedNode) or edge.value == node:
+        if isinstance(edge.value, ox.Literal) or edge.value == node:
+            continue
+        if isinstance(edge.value, ox.BlankNode) and not namer.blank_handles(edge.value):
             continue
         value_id = namer.id(edge.value)
         if value_id not in best:
@@ -307,8 +309,9 @@ def _label_text(namer: Namer, term: Term) -> str:
 
 
 def _shown(namer: Namer, term: Term) -> str:
-    """An entity as `Label [id]` (just the id without a label); a literal as its text."""
-    if isinstance(term, ox.NamedNode):
+    """An entity as `Label [id]` (just the id without a label), a blank node as `[ its content ] [handle]`;
+    a literal as its text."""
+    if not isinstance(term, ox.Literal):
         label = namer.label(term)
         return f"{label} [{namer.id(term)}]" if label else namer.id(term)
     return namer.value_text(term)
