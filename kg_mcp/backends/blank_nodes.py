@@ -8,8 +8,8 @@ from that read, kept in a small cache (stores are read-only while served). How i
 
 - a local store by its indexes (`quads_for_pattern` takes the stored blank node; the ids are
   the store's own, stable while it is served);
-- Virtuoso by the IRI it gives each blank node, `<nodeID://b10001>` (our results show it as
-  `_:b10001`, see `engine_answers`);
+- Virtuoso by the IRI it gives each blank node, `<nodeID://b10001>`, written where the node
+  stands in a pattern (our results show it as `_:b10001`, see `engine_answers`);
 - Oxigraph's server by `BNODE("label")`, which Oxigraph evaluates to the stored blank node of
   that label (the standard says a fresh one; other engines do so, which the probe tells);
 - any other engine not at all: the tools then print no handle for its blank nodes.
@@ -133,32 +133,39 @@ def store_reader(store: ox.Store) -> Reader:
     return read
 
 
-# How an engine lets a query name the blank nodes `labels` as ?x: a pattern to put first.
-def _virtuoso_binding(labels: Sequence[str]) -> str:
-    return "VALUES ?x { " + " ".join(f"<nodeID://{label}>" for label in labels) + " }"
+# How an engine lets a query name blank nodes: the edges of those labelled `labels`, each row
+# with ?xl (the label), ?p, ?o and ?d ("out" or "in").
+def _virtuoso_edges(labels: Sequence[str]) -> str:
+    # A nodeID IRI names the blank node where it stands in a pattern (bound through VALUES it is
+    # only an IRI): one block per node.
+    blocks = []
+    for label in labels:
+        node, name = f"<nodeID://{label}>", str(ox.Literal(label))
+        blocks.append(f'{{ {node} ?p ?o BIND({name} AS ?xl) BIND("out" AS ?d) }}')
+        blocks.append(f'{{ ?o ?p {node} BIND({name} AS ?xl) BIND("in" AS ?d) }}')
+    return " UNION ".join(blocks)
 
 
-def _bnode_function_binding(labels: Sequence[str]) -> str:
+def _bnode_function_edges(labels: Sequence[str]) -> str:
     values = " ".join(str(ox.Literal(label)) for label in labels)
-    return f"VALUES ?xl {{ {values} }} BIND(BNODE(?xl) AS ?x)"
-
-
-ENGINE_FORMS: dict[str, Callable[[Sequence[str]], str]] = {
-    "virtuoso nodeID IRIs": _virtuoso_binding,
-    "Oxigraph BNODE(label)": _bnode_function_binding,
-}
-
-
-def edges_query(binding: str, cap: int) -> str:
-    """Both directions' edges of the blank nodes `binding` names as ?x (?d: "out" or "in")."""
     return (
-        f'SELECT ?x ?p ?o ?d WHERE {{ {binding} {{ ?x ?p ?o BIND("out" AS ?d) }} UNION {{ ?o ?p ?x BIND("in" AS ?d) }} }} '
-        f"LIMIT {int(cap) * 2 * _PER_QUERY}"
+        f"VALUES ?xl {{ {values} }} BIND(BNODE(?xl) AS ?x) "
+        '{ ?x ?p ?o BIND("out" AS ?d) } UNION { ?o ?p ?x BIND("in" AS ?d) }'
     )
 
 
-def probe_query(binding: str) -> str:
-    return f"ASK {{ {binding} {{ ?x ?p ?o }} UNION {{ ?o ?p ?x }} }}"
+ENGINE_FORMS: dict[str, Callable[[Sequence[str]], str]] = {
+    "Virtuoso's nodeID IRIs": _virtuoso_edges,
+    "Oxigraph's BNODE(label)": _bnode_function_edges,
+}
+
+
+def edges_query(body: str, cap: int, nodes: int) -> str:
+    return f"SELECT ?xl ?p ?o ?d WHERE {{ {body} }} LIMIT {int(cap) * 2 * nodes}"
+
+
+def probe_query(body: str) -> str:
+    return f"ASK {{ {body} }}"
 
 
 def endpoint_reader(solutions: Callable[[str], list], form: Callable[[Sequence[str]], str]) -> Reader:
@@ -168,8 +175,8 @@ def endpoint_reader(solutions: Callable[[str], list], form: Callable[[Sequence[s
         found: dict[ox.BlankNode, list] = {node: [] for node in nodes}
         for i in range(0, len(nodes), _PER_QUERY):
             chunk = nodes[i : i + _PER_QUERY]
-            for s in solutions(edges_query(form([n.value for n in chunk]), cap)):
-                node = s["x"]
+            for s in solutions(edges_query(form([n.value for n in chunk]), cap, len(chunk))):
+                node = ox.BlankNode(s["xl"].value)
                 if node in found and isinstance(s["p"], ox.NamedNode):
                     found[node].append((s["p"], s["d"].value == "out", s["o"]))
         return found

@@ -147,7 +147,10 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
         When there are more rows than fit and no filter is given, only the properties (with row
         counts) are listed: call again with properties_to_filter_for. Literal values (dates,
-        numbers, strings) have an empty label.
+        numbers, strings) have an empty label; a long one is cut, ending in …[N of M chars], and a
+        search filtered to that one property gives it whole. A blank node (a SHACL shape, an OWL
+        restriction, a list) shows its content in valueLabel, [ p v ; ... ] or ( a b c ); its
+        _: handle works in every tool.
 
         To read the same properties of several entities (every film of a director), pass them
         all in entities: one call instead of one per entity. limit caps the rows when a few will

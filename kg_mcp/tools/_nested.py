@@ -3,7 +3,7 @@
 A SHACL property shape reads `[ sh:path brick:lastKnownValue ; sh:class rec:TemperatureObservation ;
 sh:maxCount 1 ]`, an OWL restriction `[ a owl:Restriction ; owl:onProperty ex:p ; owl:hasValue ex:v ]`,
 an RDF list `( ex:a ex:b ex:c )`. Every bound says where it cut: `… 4 more` after the values
-left out of a node, `… 12 more items` in a list, `[ … more inside: _:b1 ]` where nesting gets too
+left out of a node, `… 12 more items` in a list (`12+` past LIST_COUNTED), `[ … more inside: _:b1 ]` where nesting gets too
 deep (with the handle that reads the rest, where the KG can name its blank nodes), and literals
 cut as `"text…" (80 of 294 characters)`.
 
@@ -28,6 +28,7 @@ _BARE = {_XSD + t for t in ("integer", "decimal", "double", "boolean")}
 MAX_DEPTH = 3  # blank nodes inside blank nodes, below the one shown
 ITEMS = 12  # values shown per blank node
 LIST_ITEMS = 25  # items shown per list
+LIST_COUNTED = 200  # cells of a list read to count the items not shown
 LITERAL_CHARS = 100  # characters of a literal inside a description
 READ_AT_MOST = 400  # blank nodes read for one call's descriptions
 _EDGES_READ = 64  # outgoing edges read per blank node (ITEMS are shown; the rest are counted)
@@ -67,9 +68,9 @@ class Nested:
                     if not isinstance(value, ox.BlankNode) or value in self.content:
                         continue
                     if predicate == _REST:
-                        if position + 1 < LIST_ITEMS:
+                        if position + 1 < LIST_COUNTED:
                             todo.append((value, depth, position + 1))
-                    elif depth < MAX_DEPTH:
+                    elif depth < MAX_DEPTH and position < LIST_ITEMS:
                         todo.append((value, depth + 1, 0))
 
     def text(self, node: ox.BlankNode) -> str:
@@ -125,11 +126,7 @@ class Nested:
             room[0] -= len(text) + 1
             written.append(text)
         left = len(items) - len(written)
-        tail = ""
-        if left and complete:
-            tail = f" … {left} more items"
-        elif not complete:
-            tail = " … more items"
+        tail = f" … {left:,}{'' if complete else '+'} more items" if left else "" if complete else " … more items"
         return "( " + " ".join(written) + tail + " )"
 
     def _list_items(self, node: ox.BlankNode) -> list | None:
@@ -163,7 +160,7 @@ class Nested:
     def _unread(self, node: ox.BlankNode) -> str:
         if self._addressable:
             return f"[ … more inside: _:{node.value} ]"
-        return "[ … ]"
+        return "[ a blank node: this endpoint offers no way to read it ]"
 
 
 def literal_text(value: ox.Literal, compact: Callable[[ox.NamedNode], str]) -> str:

@@ -89,6 +89,7 @@ def search(
     if not rows:
         backend.require(node, entity)
     total = len(rows)
+    rows = sorted(rows, key=lambda r: isinstance(r.value, ox.BlankNode))  # a limit cuts blank nodes first
     return _rows_view(backend, settings, node, way, rows[: row_limit or total], total=total, filtered=False, limited=bool(row_limit))
 
 

@@ -186,7 +186,8 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
 
 def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:
     namer, node, edges = view.namer, view.node, view.edges
-    order = _ranked(view, tree.question)[:k]
+    # Blank nodes after the rest (in rank order): they never push a named triple out of the top k.
+    order = sorted(_ranked(view, tree.question), key=lambda i: isinstance(edges[i].value, ox.BlankNode))[:k]
     entity_id = namer.id(node)
     path_ids = tree.path(entity_id)
     this = namer.out(node)
