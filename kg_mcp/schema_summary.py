@@ -164,8 +164,7 @@ def _shape(census: Census) -> str:
         lines[0] += (" Its blank nodes (restrictions, shapes' constraints, lists) are shown inside what they describe, "
                      "as `[ ... ]` and `( ... )`.")
     if census.roots:
-        lines.append("\nHierarchy roots, with the nodes below each at any depth (walk them with `follow` and a "
-                     "path step such as `~rdfs:subClassOf+`):")
+        lines.append("\nHierarchy roots, with the nodes below each at any depth:")
         for root in census.roots:
             name = f" ({root.label})" if root.label else ""
             children = ", ".join(f"`{c}`" for c in root.children)
