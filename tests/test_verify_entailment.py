@@ -104,3 +104,12 @@ def test_same_verdicts_behind_an_engine(engine, engine_endpoints, zoo_nt):
         _check(verify(backend, backend.settings, _claims()))
     finally:
         backend.close()
+
+
+def test_a_chain_the_evidence_cell_cuts_follows_the_table_whole(memory_backend):
+    settings = Settings(prefixes={"ex": "http://example.org/"}, max_cell_chars=60)
+    zoo = memory_backend(ZOO, settings=settings)
+    out = verify(zoo, settings, [TripleClaim(subject="ex:rex", relation="rdf:type", object="ex:Animal")])
+    reason = out.data.claims[0].hops[0].reason
+    assert len(reason) > 60 and "…[" in out.text.split("\n\n")[0]  # cut in the table
+    assert out.text.endswith(f"Whole evidence of the rows cut above:\n- 1: {reason}")

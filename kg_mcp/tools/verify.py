@@ -115,7 +115,12 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
             md_rows.append((label, f"({c.subject}, {c.relation}, {c.object})", hop.status, hop.reason))
     summary = ", ".join(f"{sum(v.status == s for v in verdicts)} {s}" for s in ("supported", "conflicting", "not_found", "unknown_entity") if any(v.status == s for v in verdicts))
     text = f"verify: {plural(len(verdicts), 'claim')}: {summary}.\n" + table(("claim", "triple", "status", "evidence"), md_rows, settings)
-    return ToolOutput(capped(text, settings, "Verify fewer claims at once."), VerifyResult(claims=verdicts))
+    # A chain the evidence cell cuts (an entailment, a stated conflict) follows the table whole.
+    chains = [(label, reason) for label, _, _, reason in md_rows
+              if len(reason) > settings.max_cell_chars and reason.startswith(("entailed", "the KG states"))]
+    if chains:
+        text += "\n\nWhole evidence of the rows cut above:\n" + "\n".join(f"- {label}: {reason}" for label, reason in chains)
+    return ToolOutput(capped(text, settings, "Verify fewer claims at once.", read_whole=not chains), VerifyResult(claims=verdicts))
 
 
 def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
