@@ -32,8 +32,8 @@ VOCABULARY_TYPES = tuple(
     + [RDFS + "Class", RDF + "Property", SH + "NodeShape", SH + "PropertyShape", SKOS + "Concept", SKOS + "ConceptScheme"]
 )
 ONTOLOGY_SHARE = 0.5  # of the named subjects typed with one of VOCABULARY_TYPES
-ROOTS_SHOWN = 5  # over all hierarchies, those with most below first
-CHILDREN_SHOWN = 4
+ROOTS_SHOWN = 4  # over all hierarchies, those with most below first
+CHILDREN_SHOWN = 3
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ def _shape(census: Census) -> str:
     """An ontology's kinds of subjects, its hierarchies' roots and one line on its machinery ('' elsewhere)."""
     if census.shape != "ontology":
         return ""
-    kinds = ", ".join(f"`{t}` {n:,}" for t, n in census.kinds[:6])
+    kinds = ", ".join(f"`{t}` {n:,}" for t, n in census.kinds[:4])
     lines = [f"It is an ontology: most of its named subjects are classes, properties, shapes or concepts ({kinds})."]
     if census.blank_subjects:
         lines[0] += (" Its blank nodes (restrictions, shapes' constraints, lists) are shown inside what they describe, "

@@ -34,6 +34,7 @@ from kg_mcp import deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.namespaces import (
+    OWL,
     OWL_DIFFERENT_FROM,
     OWL_DISJOINT_WITH,
     OWL_EQUIVALENT_CLASS,
@@ -44,8 +45,11 @@ from kg_mcp.namespaces import (
     OWL_SYMMETRIC,
     OWL_TRANSITIVE,
     RDF_TYPE,
+    RDFS,
     RDFS_SUBCLASS,
     RDFS_SUBPROPERTY,
+    SH,
+    SKOS,
 )
 
 MAX_DEPTH = 16  # levels of one walk (class hierarchies of published ontologies run to about 12)
@@ -285,20 +289,16 @@ def functional(backend: Backend, predicate: ox.NamedNode) -> bool:
 
 # Relations of the RDF, RDFS, OWL, SKOS and SHACL vocabularies that hold many values at once (a
 # class has several superclasses, a concept several broader ones): another value is no conflict.
-_RDFS = "http://www.w3.org/2000/01/rdf-schema#"
-_OWL = "http://www.w3.org/2002/07/owl#"
-_SKOS = "http://www.w3.org/2004/02/skos/core#"
-_SH = "http://www.w3.org/ns/shacl#"
 MANY_VALUED = frozenset(
     {RDF_TYPE, RDFS_SUBCLASS, RDFS_SUBPROPERTY, OWL_EQUIVALENT_CLASS, OWL_EQUIVALENT_PROPERTY, OWL_SAME_AS,
      OWL_INVERSE_OF, OWL_DISJOINT_WITH, OWL_DIFFERENT_FROM}
-    | {_RDFS + t for t in ("domain", "range", "seeAlso", "isDefinedBy", "member", "label", "comment")}
-    | {_OWL + t for t in ("imports", "propertyDisjointWith", "unionOf", "intersectionOf", "annotatedProperty")}
-    | {_SKOS + t for t in ("broader", "narrower", "related", "broaderTransitive", "narrowerTransitive",
+    | {RDFS + t for t in ("domain", "range", "seeAlso", "isDefinedBy", "member", "label", "comment")}
+    | {OWL + t for t in ("imports", "propertyDisjointWith", "unionOf", "intersectionOf", "annotatedProperty")}
+    | {SKOS + t for t in ("broader", "narrower", "related", "broaderTransitive", "narrowerTransitive",
                            "semanticRelation", "exactMatch", "closeMatch", "broadMatch", "narrowMatch",
                            "relatedMatch", "mappingRelation", "inScheme", "hasTopConcept", "topConceptOf", "member",
                            "prefLabel", "altLabel", "hiddenLabel", "definition", "note", "scopeNote", "example", "notation")}
-    | {_SH + t for t in ("targetClass", "targetNode", "targetSubjectsOf", "targetObjectsOf", "property", "node",
+    | {SH + t for t in ("targetClass", "targetNode", "targetSubjectsOf", "targetObjectsOf", "property", "node",
                          "class", "rule", "sparql", "declare", "ignoredProperties")}
     | {"http://schema.org/" + t for t in ("domainIncludes", "rangeIncludes", "sameAs", "name", "description")}
 )

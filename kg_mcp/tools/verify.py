@@ -137,7 +137,7 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
     except UnknownEntity as e:
         return verdict("unknown_entity", f"subject: {e.message}")
     if len(subjects) > 1:
-        ambiguous.append(Ambiguity(role="subject", name=claim.subject, ids=[namer.id(s) for s in subjects]))
+        ambiguous.append(Ambiguity(role="subject", name=echo.subject, ids=[namer.id(s) for s in subjects]))
     try:
         predicate, direction = backend.resolve_relation(claim.relation)
     except UnknownRelation as e:
@@ -149,7 +149,7 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
         object_node = None
     objects = [object_node] if object_node is not None else _named(backend, target)
     if len(objects) > 1:
-        ambiguous.append(Ambiguity(role="object", name=claim.object, ids=[namer.id(o) for o in objects]))
+        ambiguous.append(Ambiguity(role="object", name=echo.object, ids=[namer.id(o) for o in objects]))
     namer.add([predicate])
     relation = namer.id(predicate)
     cap = namer.settings.search_p
