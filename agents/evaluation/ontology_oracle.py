@@ -13,9 +13,9 @@ client as a perfect model would make it (never through `sparql`):
 | subclasses | every named class below X, at any depth | ?d rdfs:subClassOf+ X | follow(X, [~rdfs:subClassOf+]) |
 | direct subclasses | the named classes directly below X | ?d rdfs:subClassOf X | search(X, incoming, [rdfs:subClassOf]) |
 | instances | the named members of class X | ?x rdf:type X | search(X, incoming, [rdf:type]) |
-| shape classes | the classes shape X requires of its properties' values | X sh:property/sh:class ?c | follow(X, [sh:property, sh:class]) |
-| shape paths | the properties shape X constrains | X sh:property/sh:path ?p | follow(X, [sh:property, sh:path]) |
-| list members | the members of X's list under P | X P/rdf:rest*/rdf:first ?m | follow(X, [P, rdf:rest*, rdf:first]) |
+| shape classes | the classes shape X requires of its properties' values | X sh:property/sh:class ?c | follow(X, [sh:property, sh:class], exclude_through=none) |
+| shape paths | the properties shape X constrains | X sh:property/sh:path ?p | follow(X, [sh:property, sh:path], exclude_through=none) |
+| list members | the members of X's list under P | X P/rdf:rest*/rdf:first ?m | follow(X, [P, rdf:rest*, rdf:first], exclude_through=none) |
 | definitions | X's definitions, whole | X skos:definition (or rdfs:comment) ?d | search(X, outgoing, [that property]) |
 | labels | X's labels in every language | X rdfs:label ?l | search(X, outgoing, [rdfs:label]) |
 | relation | X's values of the ontology's most used own relation R | X R ?o | search(X, outgoing, [R]) |
@@ -148,13 +148,13 @@ def questions(graph: rdflib.Graph, compact: Callable[[str], str], *, per_kind: i
         shapes = subjects(f"SELECT DISTINCT ?x WHERE {{ ?x sh:property ?b . ?b {step} ?v FILTER(isIRI(?v)) }}")
         draw(kind, shapes, lambda x, step=step: ask(f"SELECT DISTINCT ?a WHERE {{ ?x sh:property ?b . ?b {step} ?a }}", x=x),
              f"What {step} shape {{x}} gives its properties' constraints", "follow",
-             lambda x, step=step: _follow(x, compact, ["sh:property", step]))
+             lambda x, step=step: _follow(x, compact, ["sh:property", step], keep_start=True))
     lists = [(r[0], r[1]) for r in graph.query(NS + "SELECT DISTINCT ?x ?p WHERE { ?x ?p ?l . ?l rdf:first ?f "
                                                     "FILTER(isIRI(?x) && ?p != rdf:rest) }") if isinstance(r[0], URIRef)]
     draw("list members", lists,
          lambda xp: ask("SELECT DISTINCT ?a WHERE { ?x ?p ?l . ?l rdf:rest*/rdf:first ?a }", x=xp[0], p=xp[1]),
          "The members of the list of {x}", "follow",
-         lambda xp: {"entity": compact(str(xp[0])), "path": [compact(str(xp[1])), "rdf:rest*", "rdf:first"]})
+         lambda xp: _follow(xp[0], compact, [compact(str(xp[1])), "rdf:rest*", "rdf:first"], keep_start=True))
     for predicate, kind, text in (("skos:definition", "definitions", "How {x} is defined (skos:definition)"),
                                   ("rdfs:comment", "definitions", "How {x} is described (rdfs:comment)"),
                                   ("rdfs:label", "labels", "Every label of {x}")):
@@ -184,8 +184,10 @@ def _text(term, compact: Callable[[str], str]) -> str:
     return str(term) if isinstance(term, Literal) else compact(str(term))
 
 
-def _follow(x, compact, path: list[str]) -> dict:
-    return {"entity": compact(str(x)), "path": path}
+def _follow(x, compact, path: list[str], *, keep_start: bool = False) -> dict:
+    """follow's arguments; `keep_start` where the start may be an answer (a shape of a class whose
+    property takes that class), which follow leaves out unless told."""
+    return {"entity": compact(str(x)), "path": path, **({"exclude_through": "none"} if keep_start else {})}
 
 
 def _search(x, compact, relation: str, direction: str) -> dict:
