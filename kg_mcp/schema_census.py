@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class Census:
     entities: int | None = None  # named subjects, as kg://stats and `kg-mcp info` count them
     blank_subjects: int | None = None  # blank-node subjects (restrictions, shapes' constraints, lists)
     relation_total: int | None = None  # distinct predicates, hidden ones included; None when only sampled
+    listed_by_kind: dict[str, int] = field(default_factory=dict)  # visible relations of each kind, all of them
     relations: list[RelationUse] = field(default_factory=list)  # most used first (facts before bookkeeping)
     shape: str = "data"  # or "ontology": most named subjects are classes, properties, shapes or concepts
     kinds: list[tuple[str, int]] = field(default_factory=list)  # those types with their named subjects
@@ -184,6 +186,8 @@ def _relations(kg: Backend, census: Census, exact: bool) -> None:
     # The names shown beside ids are kept apart (the summary says how to read them); other bookkeeping goes.
     names = [(p, n) for p, n in counts if profile.is_hidden(p.value) and relation_kind(p.value, profile) == "name"]
     counts = [(p, n) for p, n in counts if not profile.is_hidden(p.value)]
+    if exact:
+        census.listed_by_kind = dict(Counter(relation_kind(p.value, profile) for p, _ in counts))
     facts = _facts_namespace(kg)
     # Facts first (Wikidata's wdt: before its bookkeeping), external identifiers (ISNI, VIAF) after
     # the other facts: the instructions show the head of this list.
@@ -199,7 +203,7 @@ def _relations(kg: Backend, census: Census, exact: bool) -> None:
 
 def _shape(kg: Backend, census: Census) -> None:
     """Whether the KG is an ontology; if so its kinds of subjects and the roots of its hierarchies."""
-    share, census.kinds = kinds_of_subjects(kg)
+    share, census.kinds = kinds_of_subjects(kg, census.entities or 0)
     if share < ONTOLOGY_SHARE:
         return
     census.shape = "ontology"

@@ -61,11 +61,10 @@ def is_vocabulary_term(iri: str) -> bool:
     return iri.startswith(MACHINERY)
 
 
-def kinds_of_subjects(kg: Backend) -> tuple[float, list[tuple[str, int]]]:
-    """(share of the named subjects typed as classes, properties, shapes or concepts, those types
+def kinds_of_subjects(kg: Backend, named: int) -> tuple[float, list[tuple[str, int]]]:
+    """(share of the `named` subjects typed as classes, properties, shapes or concepts, those types
     with their named subjects, most first)."""
     types = " ".join(f"<{t}>" for t in VOCABULARY_TYPES)
-    named = kg._count("SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s ?p ?o FILTER(isIRI(?s)) }")
     typed = kg._count(f"SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE {{ VALUES ?t {{ {types} }} ?s a ?t FILTER(isIRI(?s)) }}")
     rows = kg._solutions(
         f"SELECT ?t (COUNT(DISTINCT ?s) AS ?n) WHERE {{ VALUES ?t {{ {types} }} ?s a ?t FILTER(isIRI(?s)) }} "

@@ -80,8 +80,8 @@ def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKEN
             break
         lines.append(line)
         room -= len(line) + 1
-    if 0 < len(listed) - len(lines) <= FEW_LEFT:  # "the 91 most used of 92" helps no one: show them
-        lines = [_relation_line(r) for r in listed]
+    if 0 < _listed_total(census, listed) - len(lines) <= FEW_LEFT and len(listed) == _listed_total(census, listed):
+        lines = [_relation_line(r) for r in listed]  # "the 91 most used of 92" helps no one: show them all
     fields["relations"] = "\n".join(lines) or "- (none could be read at start: `get_relations` lists those around an entity)"
     fields["relations_scope"] = _relations_scope(census, listed, len(lines))
     fields["relations_rest"] = _relations_rest(census, listed, len(lines))
@@ -212,12 +212,18 @@ def _relations_scope(census: Census, listed: list[RelationUse], shown: int) -> s
     own = "its own relations and hierarchies: " if census.shape == "ontology" else ""
     if census.relations_basis == "sample":
         return f"{own}the {shown} most used {_basis(census, 'sample')}"
-    total = len(listed)
+    total = _listed_total(census, listed)
     return f"{own}all {total:,}" if shown >= total else f"{own}the {shown} most used of {total:,}"
 
 
+def _listed_total(census: Census, listed: list[RelationUse]) -> int:
+    """How many relations the list is of, counting those past the census's own cut."""
+    kinds = ("domain", "hierarchy") if census.shape == "ontology" else tuple(census.listed_by_kind)
+    return max(len(listed), sum(census.listed_by_kind.get(kind, 0) for kind in kinds))
+
+
 def _relations_rest(census: Census, listed: list[RelationUse], shown: int) -> str:
-    if census.relations_basis != "sample" and shown >= len(listed):
+    if census.relations_basis != "sample" and shown >= _listed_total(census, listed):
         return ""
     return (
         f"More: `get_relations` lists every relation around an entity, and the `kg://schema` resource "
