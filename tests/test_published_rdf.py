@@ -289,3 +289,16 @@ def test_the_instructions_name_transitive_steps_only_where_there_is_a_hierarchy(
 
     assert "`rdfs:subClassOf+`" in server_instructions(ontology_store("brick"), SETTINGS)
     assert "+`" not in server_instructions(ontology_store("shacl-shacl"), SETTINGS)
+
+
+def test_a_stores_blank_node_ids_outlive_the_server(ontology_store):
+    """Handles are the store's own ids: a store opened again (a new server on it) takes the old ones."""
+    from kg_mcp.backends import open_store
+
+    brick = ontology_store("brick")
+    handle = search(brick, SETTINGS, entity="brick:Temperature_Sensor", properties_to_filter_for=["sh:property"]).data.rows[0].value.id
+    again = open_store(brick.path)
+    try:
+        assert {r.value.id for r in search(again, SETTINGS, entity=handle).data.rows} >= {"brick:lastKnownValue"}
+    finally:
+        again.close()

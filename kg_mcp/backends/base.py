@@ -178,6 +178,10 @@ class Backend(ABC):
         be probed for a way to name one in a query."""
         return False
 
+    def read_blank_nodes(self, nodes: Sequence[ox.BlankNode]) -> None:
+        """Read the edges of several blank nodes at once, ahead of questions about each (an endpoint
+        then asks one query for many)."""
+
     @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...
 

@@ -105,7 +105,8 @@ class BlankNodes:
         return (predicate, subject) in self.edges(obj, Direction.INCOMING, [predicate])
 
     def exists(self, node: ox.BlankNode) -> bool:
-        return bool(self.read([node])[node].edges) or not self.read([node])[node].complete
+        read = self.read([node])[node]
+        return bool(read.edges) or not read.complete
 
 
 def is_blank(term) -> bool:

@@ -104,6 +104,10 @@ class SparqlBackend(Backend):
         blank node this backend returned, lets an endpoint be probed for a way to name one."""
         return self.blanks is not None
 
+    def read_blank_nodes(self, nodes: Sequence[ox.BlankNode]) -> None:
+        if self.blanks is not None:
+            self.blanks.read(nodes)
+
     def _address_blanks(self, reader) -> None:
         self.blanks = BlankNodes(reader, self.profile.is_hidden)
         if self.vocab.blank_node is None:

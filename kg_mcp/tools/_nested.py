@@ -30,7 +30,7 @@ ITEMS = 12  # values shown per blank node
 LIST_ITEMS = 25  # items shown per list
 LIST_COUNTED = 200  # cells of a list read to count the items not shown
 LITERAL_CHARS = 100  # characters of a literal inside a description
-READ_AT_MOST = 400  # blank nodes read for one call's descriptions
+READ_AT_MOST = 2000  # blank nodes read for one call's descriptions (the ones shown first, then those inside)
 _EDGES_READ = 64  # outgoing edges read per blank node (ITEMS are shown; the rest are counted)
 
 
@@ -59,6 +59,7 @@ class Nested:
         while todo and len(self.content) < READ_AT_MOST:
             # (node, nesting depth, position in its list): a list's next cell is not deeper
             level, todo = todo[: READ_AT_MOST - len(self.content)], []
+            self.backend.read_blank_nodes([node for node, _, _ in level if node not in self.content])
             for node, depth, position in level:
                 if node in self.content:
                     continue
@@ -76,8 +77,10 @@ class Nested:
     def text(self, node: ox.BlankNode) -> str:
         """The description of `node` (read by `add`), at most `chars` characters."""
         if node not in self._texts:
-            room = [self.chars]
-            self._texts[node] = self._node(node, 0, frozenset(), room)
+            text = self._node(node, 0, frozenset(), [self.chars])
+            if len(text) > self.chars:  # the budget is kept item by item: the last one may overrun it
+                text = text[: self.chars - 4] + " … ]"
+            self._texts[node] = text
         return self._texts[node]
 
     # --- writing -----------------------------------------------------------------------------
