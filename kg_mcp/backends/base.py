@@ -71,7 +71,8 @@ class Rows:
     """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown).
 
     `cut_at` is the engine's own row limit when the answer reached it (more rows may exist);
-    `partial` is the engine's note when it stopped the query early and sent what it had.
+    `partial` is the engine's note when it stopped the query early and sent what it had;
+    `cut` says why kg-mcp stopped reading the answer before its end (its byte cap).
     """
 
     variables: list[str]
@@ -80,6 +81,7 @@ class Rows:
     boolean: bool | None = None
     cut_at: int | None = None
     partial: str | None = None
+    cut: str | None = None
 
 
 @dataclass
@@ -226,8 +228,14 @@ class Backend(ABC):
 
     # --- whole store --------------------------------------------------------------------------
     @abstractmethod
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        """A read-only SPARQL SELECT/ASK already checked by the sparql tool."""
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        """A read-only SPARQL SELECT/ASK written by kg_mcp.sparql (or by kg-mcp itself); `graphs`:
+        the dataset its text was written for (None: the backend's own, `read_graphs`)."""
+
+    @property
+    def read_graphs(self) -> tuple[str, ...]:
+        """The named graphs every query reads (empty: the store or endpoint as it answers)."""
+        return ()
 
     @abstractmethod
     def stats(self) -> StoreStats: ...

@@ -494,7 +494,7 @@ class SparqlBackend(Backend):
         return {n: self._degree(n) for n in nodes}
 
     # --- whole store ---------------------------------------------------------------------------
-    def run_query(self, query: str, row_cap: int) -> Rows:
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
         return capped_rows(self._run_any(query), row_cap)
 
     def _run_any(self, query: str) -> ox.QuerySolutions | ox.QueryTriples | bool:
