@@ -16,7 +16,7 @@ import pyoxigraph as ox
 
 from kg_mcp import __version__
 from kg_mcp.backends import blank_nodes, graph_access, text_search
-from kg_mcp.backends._queries import closure_edges, label_pattern_scan
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan, path_ask
 from kg_mcp.backends._rows import counted_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import STOPPED_AT_BYTES, Answer, Solutions, read_answer
@@ -137,6 +137,14 @@ class RemoteBackend(SparqlBackend):
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
+
+    def reaches(self, sources, first, then, targets) -> bool | None:
+        # One property path in the engine, however deep the hierarchy; a timeout leaves it to the walk.
+        try:
+            return self._boolean(path_ask(sources, first, then, targets))
+        except KGError as e:
+            log.info("property path not answered (%s): walking instead", e.message)
+            return None
 
     def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
         cap_mb = self.settings.sparql_answer_mb

@@ -289,7 +289,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             Field(description="Triples {subject, relation, object} or paths {path: [triples...]}."),
         ],
     ) -> CallToolResult:
-        """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
+        """Check claimed facts against the KG: supported (stated, or entailed through RDFS/OWL, with the chain),
+        conflicting (what the KG says instead), not_found or unknown_entity."""
         return await run(verify, claims, lane="long")
 
     @server.tool(name="find_entities", annotations=annotations)
