@@ -16,7 +16,7 @@ import pyoxigraph as ox
 
 from kg_mcp import __version__
 from kg_mcp.backends import blank_nodes, text_search
-from kg_mcp.backends._queries import closure_edges, label_pattern_scan
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan, path_ask
 from kg_mcp.backends._rows import counted_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import STOPPED_AT_BYTES, Answer, Solutions, read_answer
@@ -32,6 +32,7 @@ from kg_mcp.backends.named_graphs import (
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
+from kg_mcp.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,14 @@ class RemoteBackend(SparqlBackend):
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
+    def reaches(self, sources, first, then, targets) -> bool | None:
+        # One property path in the engine, however deep the hierarchy; a timeout leaves it to the walk.
+        try:
+            return self._boolean(path_ask(sources, first, then, targets))
+        except KGError as e:
+            log.info("property path not answered (%s): walking instead", e.message)
+            return None
+
     def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
         cap_mb = self.settings.sparql_answer_mb
         answer = self._answer(query, graphs, keep=row_cap, count=counted_rows(row_cap), max_mb=cap_mb)
@@ -165,7 +174,9 @@ class RemoteBackend(SparqlBackend):
             return read_answer(chunks, headers, max_bytes=max_bytes, keep=keep, count=count)
 
         try:
-            return self.http.answer(query, read, graphs)
+            with tracing.span("sparql endpoint query", **{"db.system": "sparql", "server.address": self.url}), \
+                    metrics.endpoint_query():
+                return self.http.answer(query, read, graphs)
         except SyntaxError as e:
             problem = str(e)
         # Raised outside the except block: the parser's frames (and its result iterator, bound to
