@@ -87,9 +87,10 @@ def test_one_graph_chosen_only_it_is_seen(engine_url, sources):
     assert absent.is_error and "not in the KG" in absent.content[0].text
     movies = sources["triples"][MOVIES]
     assert f"| {movies} |" in total.content[0].text  # a count with a subquery
-    # GRAPH ?g sees the chosen graph only; GRAPH <other> reads nothing.
+    # GRAPH ?g sees the chosen graph only; GRAPH <other> is refused, in our words.
     assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text
-    assert not other.is_error and "kg:" not in other.content[0].text
+    assert other.is_error and "is not one of the graphs this server reads" in other.content[0].text
+    assert "kg:" not in other.content[0].text
     assert stats["triples"] == movies  # the kg://stats resource counts the chosen graph
     assert stats["graphs"] == f"the graphs chosen with --graph: {MOVIES}"
     backend.close()
