@@ -169,7 +169,7 @@ def test_a_kg_mcp_store_served_by_oxigraph_reads_its_default_graph(data_dir, tmp
         assert set(backend.graph_plan.listed) == {"urn:kg-mcp:meta", "urn:kg-mcp:stats"}
         assert backend.graph_plan.graphs == ()
         assert backend.stats().triples == data_triples
-        assert backend.resolve_entity("kg:Kismet")
+        assert backend.resolve_entity("kg:Richard_Brooks")  # in the first line
         backend.close()
     finally:
         served.close()
