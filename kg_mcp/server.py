@@ -25,6 +25,7 @@ from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.serving.auth import StaticTokenVerifier
 from kg_mcp.settings import Settings
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
+from kg_mcp.view import graph_view
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ def build_server(
         # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema_summary).
         instructions=server_instructions(backend, settings),
         log_level="INFO",
+        # MCP Apps: the navigation tools' results drawn as a graph (kg_mcp.view); additive.
+        extensions=[graph_view()],
         **auth,
     )
     register_tools(server, backend, settings)
