@@ -13,13 +13,16 @@ from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+from mcp.types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.backends import Backend
 from kg_mcp.prompt_files import PromptFile, mcp_prompts
+from kg_mcp.protocol import add_protocol
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.serving.auth import StaticTokenVerifier
@@ -74,13 +77,29 @@ class KGServer(MCPServer):
             known = self._header_schemas[name] = (tool, schema if declared else None)
         return known[1]
 
+    async def get_prompt(self, name, arguments=None, context=None):
+        """prompts/get; an unknown prompt or a missing or unknown argument is the spec's -32602, in our words."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {quoted(name)}. The prompts are: {known}.")
+        expected = {a.name: a.required for a in prompt.arguments or []}
+        given = arguments or {}
+        missing = [a for a, required in expected.items() if required and a not in given]
+        unknown = [a for a in given if a not in expected]
+        if missing or unknown:
+            problem = f"missing {', '.join(missing)}" if missing else f"no argument {', '.join(map(quoted, unknown))}"
+            raise MCPError(INVALID_PARAMS, f"Prompt {name}: {problem}. Its arguments are: {', '.join(expected) or 'none'}.")
+        return await super().get_prompt(name, arguments, context)
+
     def arguments(self, name: str) -> ToolArguments:
         """The tool's published schema and checker, made once per registration."""
         # The tool manager is the SDK's registry of record (its own _tool_input_schema reads it too).
         tool = self._tool_manager.get_tool(name)
         if tool is None:
+            # A protocol error, as the spec has it (a tool result is for a tool that ran).
             known = ", ".join(t.name for t in self._tool_manager.list_tools())
-            raise ToolError(f"Unknown tool: {quoted(name)}. The tools are: {known}.")
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {quoted(name)}. The tools are: {known}.")
         if name not in self._arguments or self._arguments[name][0] is not tool:
             self._arguments[name] = (tool, ToolArguments(name, tool.parameters))
         return self._arguments[name][1]
@@ -114,8 +133,11 @@ def build_server(
     )
     register_tools(server, backend, settings)
     _add_resources(server, backend, settings)
-    for prompt in mcp_prompts():
+    prompts = mcp_prompts()
+    for prompt in prompts:
         server.add_prompt(_as_mcp_prompt(prompt))
+    # Entity cards, completions, progress and logs (kg_mcp.protocol).
+    add_protocol(server, backend, settings, {p.name: p.arguments for p in prompts})
     return server
 
 
