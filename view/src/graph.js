@@ -94,7 +94,8 @@ function relationName(id, label) {
 }
 
 function count(n, word) {
-  return `${n.toLocaleString("en")} ${n === 1 ? word : word + "s"}`;
+  const many = word.endsWith("y") ? word.slice(0, -1) + "ies" : word + "s";
+  return `${n.toLocaleString("en")} ${n === 1 ? word : many}`;
 }
 
 function fromSearch(data) {

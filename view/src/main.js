@@ -166,7 +166,8 @@ async function openCard(id) {
 function renderList() {
   // Starts, searched entities and answers first; each node with the edges that leave it.
   const order = (n) => -ROLE_RANK[n.data("role")];
-  const nodes = cy.nodes().sort((a, b) => order(a) - order(b) || String(a.data("label")).localeCompare(String(b.data("label"))));
+  // Values and anonymous nodes are read under the edges that reach them.
+  const nodes = cy.nodes('[kind != "literal"][kind != "blank"]').sort((a, b) => order(a) - order(b) || String(a.data("label")).localeCompare(String(b.data("label"))));
   const items = [];
   for (const n of nodes) {
     const li = document.createElement("li");
@@ -226,7 +227,7 @@ function graphStyle() {
     { selector: 'node[kind = "literal"]', style: { shape: "round-rectangle", width: 9, height: 9, "background-color": v("--kg-literal"), "font-style": "italic", color: v("--text-2") } },
     { selector: 'node[kind = "blank"]', style: { width: 7, height: 7, "background-opacity": 0, "border-width": 1, "border-color": v("--kg-literal"), label: "" } },
     { selector: 'node[kind = "group"], node[kind = "cut"]', style: {
-      shape: "round-rectangle", width: "label", height: 18, padding: 5, "text-valign": "center", "text-margin-y": 0,
+      shape: "round-rectangle", width: (n) => 12 + 6 * String(n.data("label")).length, height: 18, padding: 5, "text-valign": "center", "text-margin-y": 0,
       "background-color": v("--kg-group"), "border-width": 1, "border-style": "dashed", "border-color": v("--kg-edge"),
     } },
     { selector: 'node[kind = "cut"]', style: { "background-opacity": 0, "border-color": v("--kg-cut"), color: v("--kg-cut") } },
