@@ -42,6 +42,11 @@ METAQA_ACTIONS = [
     {"do": "show", "tool": "follow", "args": {"entity": "kg:Carrie", "path": ["directed_by", "~directed_by"]}, "shot": "metaqa-follow.png"},
     {"do": "click", "node": "kg:Dressed_to_Kill", "shot": "metaqa-follow-expanded.png"},
     {"do": "show", "tool": "search", "args": {"entity": "kg:Brian_De_Palma", "direction": "incoming"}},
+    {"do": "show", "tool": "follow", "args": {"entity": "kg:Drama", "path": ["~has_genre"]}, "shot": "metaqa-follow-200.png"},
+    {"do": "show", "tool": "search", "args": {"entity": "kg:Drama", "direction": "incoming"}},
+    {"do": "show", "tool": "get_relations", "args": {"entity": "kg:Brian_De_Palma"}},
+    {"do": "show", "tool": "explore_kg", "args": {"entity": "kg:Carrie", "relations": ["directed_by", "starred_actors"]}},
+    {"do": "show", "tool": "kgr_search", "args": {"entity": "kg:Carrie", "question": "Who directed Carrie?"}},
 ]
 
 
@@ -75,7 +80,7 @@ def seen(tmp_path_factory, metaqa_store_dir):
         assert "error" not in result, (result["action"], result.get("error"), result.get("seen"))
     if os.environ.get("KG_MCP_UPDATE_SCREENSHOTS"):
         DOCS_IMAGES.mkdir(exist_ok=True)
-        for name in ("metaqa-follow.png", "metaqa-follow-expanded.png", "demo-search-dark.png"):
+        for name in ("metaqa-follow.png", "metaqa-follow-expanded.png", "demo-search-dark.png", "metaqa-follow-200.png"):
             shutil.copy(work / name, DOCS_IMAGES / f"view-{name}")
     return {"demo": results[: len(DEMO_ACTIONS)], "metaqa": results[len(DEMO_ACTIONS) :], "dir": work}
 
@@ -140,6 +145,35 @@ def test_search_results_are_drawn(seen):
     assert share_of(seen["dir"] / "demo-search.png", FOCUS) > 0.0003
 
 
+def test_two_hundred_answers_are_laid_out_without_overlaps(seen):
+    big = seen["metaqa"][3]  # the 200 dramas listed first of 4,016
+    assert len(labels(big, "answer")) == 200 and labels(big, "start") == {"Drama"}
+    assert "3816 more answers" in labels(big) and "4,016 entities reached" in big["status"]
+    assert big["overlaps"] == 0
+    assert share_of(seen["dir"] / "metaqa-follow-200.png", ANSWER) > 0.002
+
+
+def test_every_navigation_tool_is_drawn(seen):
+    hub, relations, explore, traversal = seen["metaqa"][4:8]
+    # a hub: its incoming rows counted per property, itself marked as one
+    assert labels(hub, "focus") == {"Drama"}
+    assert [n["label"] for n in hub["nodes"] if n["kind"] == "group"] == ["4,016 rows"]
+    assert {e["label"] for e in hub["edges"]} == {"has_genre"}
+    # get_relations: one count per relation; a director's are all incoming (~rel), pointing at him
+    counted = {n["label"] for n in relations["nodes"] if n["kind"] == "group"}
+    assert len(counted) >= 2 and all(label.endswith(" triples") for label in counted)
+    assert {e["target"] for e in relations["edges"]} == {"kg:Brian_De_Palma"}
+    assert {e["label"] for e in relations["edges"]} >= {"directed_by", "written_by"}
+    # explore_kg: the neighbours along the chosen relations
+    assert {"Brian De Palma", "Sissy Spacek"} <= labels(explore) and labels(explore, "focus") == {"Carrie"}
+    assert {e["label"] for e in explore["edges"]} == {"directed_by", "starred_actors"}
+    # kgr_search: the top triples around the entity
+    assert labels(traversal, "start") == {"Carrie"} and "Brian De Palma" in labels(traversal)  # the tree's root
+    assert "top" in traversal["status"]
+    for result in (hub, relations, explore, traversal):
+        assert result["overlaps"] == 0, result["status"]
+
+
 def test_a_double_click_opens_the_card(seen):
     card = seen["demo"][2]
     assert card["viewReads"] == ["kg://entity/wd%3AQ9883"]
@@ -159,6 +193,6 @@ def test_the_theme_follows_the_host(seen):
 
 
 def test_the_docs_show_a_screenshot_made_here():
-    for name in ("view-metaqa-follow.png", "view-metaqa-follow-expanded.png", "view-demo-search-dark.png"):
+    for name in ("view-metaqa-follow.png", "view-metaqa-follow-expanded.png", "view-demo-search-dark.png", "view-metaqa-follow-200.png"):
         assert Image.open(DOCS_IMAGES / name).size == (960, 600) and colours(DOCS_IMAGES / name) > 200
         assert f"images/{name}" in (ROOT / "docs" / "view.md").read_text(encoding="utf-8")

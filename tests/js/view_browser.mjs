@@ -80,8 +80,28 @@ async function state(frame) {
       theme: document.documentElement.dataset.theme,
       background: css.backgroundColor,
       calls: window.kgGraphView.calls,
+      overlaps: overlapping(cy.nodes()),
+      zoom: cy.zoom(),
     };
+    // Nodes whose shapes cover part of another's: a readable layout has none.
+    function overlapping(nodes) {
+      const boxes = nodes.map((n) => n.boundingBox({ includeLabels: false, includeOverlays: false }));
+      let count = 0;
+      for (let i = 0; i < boxes.length; i++) {
+        for (let j = i + 1; j < boxes.length; j++) {
+          const [a, b] = [boxes[i], boxes[j]];
+          if (a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2) count++;
+        }
+      }
+      return count;
+    }
   });
+}
+
+// A screenshot once the view has painted what it holds (the sandboxed frame paints on its own).
+async function shoot(page, frame, name) {
+  await frame.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+  await page.screenshot({ path: join(spec.outDir, name) });
 }
 
 async function nodeAt(page, frame, id) {
@@ -103,7 +123,7 @@ async function run(page, action) {
     const frame = await view(page);
     await frame.waitForFunction((theme) => window.kgGraphView && /\d+ nodes/.test(document.getElementById("status").textContent)
       && document.documentElement.dataset.theme === theme, action.theme || "light");
-    if (action.shot) await page.screenshot({ path: join(spec.outDir, action.shot) });
+    if (action.shot) await shoot(page, frame, action.shot);
     return { answer, ...(await state(frame)) };
   }
   const frame = await view(page);
@@ -114,7 +134,7 @@ async function run(page, action) {
     await page.mouse.click(at.x, at.y);
     await page.waitForFunction((n) => window.host.log.viewCalls.length > n, calls);
     await frame.waitForFunction((n) => window.kgGraphView.cy.nodes().length > n || /nothing new|failed/.test(document.getElementById("status").textContent), before.nodes.length);
-    if (action.shot) await page.screenshot({ path: join(spec.outDir, action.shot) });
+    if (action.shot) await shoot(page, frame, action.shot);
     const viewCalls = await page.evaluate(() => window.host.log.viewCalls);
     return { before: before.nodes.length, viewCalls, ...(await state(frame)) };
   }
@@ -124,13 +144,14 @@ async function run(page, action) {
     await frame.waitForFunction(() => !document.getElementById("card").hidden && document.getElementById("card-body").textContent !== "Reading…");
     const card = await frame.evaluate(() => ({ title: document.getElementById("card-title").textContent, body: document.getElementById("card-body").textContent }));
     const viewReads = await page.evaluate(() => window.host.log.viewReads);
-    if (action.shot) await page.screenshot({ path: join(spec.outDir, action.shot) });
+    if (action.shot) await shoot(page, frame, action.shot);
     return { card, viewReads };
   }
   if (action.do === "theme") {
     await page.evaluate((theme) => window.host.setTheme(theme), action.theme);
-    await frame.waitForFunction((theme) => document.documentElement.dataset.theme === theme, action.theme);
-    if (action.shot) await page.screenshot({ path: join(spec.outDir, action.shot) });
+    await frame.waitForFunction((theme) => document.documentElement.dataset.theme === theme
+      && getComputedStyle(document.body).backgroundColor !== "rgb(255, 255, 255)", action.theme);
+    if (action.shot) await shoot(page, frame, action.shot);
     return state(frame);
   }
   throw new Error(`unknown action ${action.do}`);

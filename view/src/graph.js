@@ -192,6 +192,7 @@ function fromTraversal(data) {
 function fromFollow(data) {
   const g = new Builder();
   const answers = (data.entities || []).map((r) => g.term(r.entity, "answer"));
+  let last = []; // where the end entities are reached from, for the node of those not listed
   data.branches.forEach((b, bi) => {
     let from = b.starts.map((s) => g.term(s, "start"));
     const hops = b.path.length;
@@ -208,6 +209,7 @@ function fromFollow(data) {
           [from, label] = [[meet], ""];
         }
         for (const f of from) for (const a of answers) g.edge(f, a, label);
+        last = from.map((f) => [f, label]);
         break;
       }
       if (b.checked_backwards) {
@@ -225,8 +227,8 @@ function fromFollow(data) {
     }
   });
   if (data.truncated) {
-    const last = answers[answers.length - 1];
-    if (last) g.edge(last, g.group("cut:answers", `${data.total - data.shown} more answers`, "end entities not listed (raise limit)", "cut"), "");
+    const more = g.group("cut:answers", `${data.total - data.shown} more answers`, "end entities not listed (raise limit)", "cut");
+    for (const [f, label] of last) g.edge(f, more, label);
   }
   const walked = data.branches.map((b) => b.path.join(" → ")).join("; ");
   return g.done(data.complete ? `follow ${walked}: ${count(data.total, "entity")} reached` : `follow ${walked}: stopped (too many entities)`);

@@ -104,6 +104,13 @@ function merge(graph, near) {
 
 const ROLE_RANK = { none: 0, answer: 1, focus: 2, start: 3 };
 
+// fCoSE, a force-directed layout, then the leaves of a node with many of them (a follow's
+// answers, a search of a big entity) put in rings around it, inner rings first and the side
+// towards its other neighbours left free: a ring of 200 stays in the window, nodes apart.
+const STAR = 24; // leaves that make a node's neighbourhood a star
+const SPACING = 30; // between two leaves of a ring
+const GAP = 40; // between two rings
+
 function layout(fresh) {
   cy.layout({
     name: "fcose",
@@ -116,7 +123,40 @@ function layout(fresh) {
     nodeSeparation: 60,
     packComponents: true,
   }).run();
+  for (const hub of cy.nodes()) {
+    const leaves = hub.neighborhood("node").filter((n) => n.degree() === 1);
+    if (leaves.length < STAR) continue;
+    const [small, wide] = [leaves.filter((n) => !WIDE.has(n.data("kind"))), leaves.filter((n) => WIDE.has(n.data("kind")))];
+    const outer = rings(hub, small.sort((a, b) => String(a.data("label")).localeCompare(String(b.data("label")))));
+    // the counts ("3,816 more answers") below the rings, side by side
+    wide.forEach((n, i) => n.position({ x: hub.position("x") + (i - (wide.length - 1) / 2) * 160, y: hub.position("y") + outer + GAP }));
+  }
   cy.fit(undefined, 24);
+}
+
+const WIDE = new Set(["group", "cut"]); // nodes drawn as boxes as wide as their text
+
+// Places `leaves` in rings around `hub`; returns the outer ring's radius.
+function rings(hub, leaves) {
+  const at = hub.position();
+  const others = hub.neighborhood("node").filter((n) => n.degree() > 1);
+  // the direction of the hub's other neighbours, kept free of leaves (a quarter turn)
+  const towards = others.length ? Math.atan2(...others.reduce(([y, x], n) => [y + n.position("y") - at.y, x + n.position("x") - at.x], [0, 0])) : null;
+  const free = towards === null ? 0 : Math.PI / 2;
+  let placed = 0;
+  let outer = 0;
+  for (let radius = 2 * GAP; placed < leaves.length; radius += GAP) {
+    const room = Math.max(1, Math.floor(((2 * Math.PI - free) * radius) / SPACING));
+    const take = Math.min(room, leaves.length - placed);
+    const from = towards === null ? 0 : towards + free / 2;
+    for (let i = 0; i < take; i++) {
+      const angle = from + ((2 * Math.PI - free) * (i + 0.5)) / take;
+      leaves[placed + i].position({ x: at.x + radius * Math.cos(angle), y: at.y + radius * Math.sin(angle) });
+    }
+    placed += take;
+    outer = radius;
+  }
+  return outer;
 }
 
 function counts() {
