@@ -28,13 +28,21 @@ SHARE = 0.05
 class Reporter:
     """One request's channel back to its client: `send(progress, total, message)` on the event loop,
     None when the client asked for no progress; `flush` sends what else waits (log messages).
+    Each is a trip from the worker thread to the event loop, taken only when there is something
+    to send: a step otherwise costs a check of the cancellation.
 
     The progress sent only grows, as the spec asks, though a call may run several loops (follow
     walks one per path): a loop that starts again from 0 counts on from where the last one ended."""
 
-    def __init__(self, send: Callable[..., Awaitable[None]] | None, flush: Callable[[], Awaitable[None]] | None = None):
+    def __init__(
+        self,
+        send: Callable[..., Awaitable[None]] | None,
+        flush: Callable[[], Awaitable[None]] | None = None,
+        waiting: Callable[[], bool] = lambda: False,
+    ):
         self.send = send
         self.flush = flush
+        self.waiting = waiting  # whether flush has something to send: a trip to the event loop otherwise saved
         self.loop_thread = threading.get_ident()
         self._offset = 0.0  # the steps of the loops before this one
         self._last_done = -1.0
@@ -84,7 +92,7 @@ def step(done: float, total: float | None = None, what: str | None = None) -> No
         position = reporter.position(done, total) if reporter.send is not None else None
         if position is not None:
             anyio.from_thread.run(reporter.send, *position, what)
-        if reporter.flush is not None:
+        if reporter.flush is not None and reporter.waiting():
             anyio.from_thread.run(reporter.flush)
     except RuntimeError:
         return  # not a worker thread of the server's event loop (a thread the call started itself)

@@ -6,6 +6,7 @@ needs to know about either."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextvars import ContextVar
 
 from mcp.server.context import CallNext, ServerRequestContext
@@ -32,9 +33,8 @@ async def request_scope(ctx: ServerRequestContext, call_next: CallNext):
         if log is not None and log.pending:
             await log.send(ctx)
 
-    # report_progress does nothing for a request that asked for no progress (in-process calls
-    # carry their callback rather than a progressToken, so the params cannot tell).
-    reporter = progress.Reporter(ctx.session.report_progress, flush if log else None)
+    send = ctx.session.report_progress if _wants_progress(ctx) else None
+    reporter = progress.Reporter(send, flush if log else None, lambda: bool(log and log.pending))
     log_token, progress_token = _log.set(log), progress.use(reporter)
     try:
         result = await call_next(ctx)
@@ -44,3 +44,14 @@ async def request_scope(ctx: ServerRequestContext, call_next: CallNext):
     await flush()  # before the result, on the request's stream (a failed request sends none)
     return result
 
+
+def _wants_progress(ctx: ServerRequestContext) -> bool:
+    """Whether the client asked for progress: a progressToken in the request's `_meta` (JSON-RPC),
+    or a callback handed over in-process (the SDK's direct dispatch keeps it on the request's
+    outbound channel, without a public accessor)."""
+    meta = ctx.params.get("_meta") if isinstance(ctx.params, Mapping) else None
+    token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+    if isinstance(token, str | int) and not isinstance(token, bool):
+        return True
+    outbound = getattr(ctx.session, "_request_outbound", None)
+    return getattr(outbound, "_on_progress", None) is not None
