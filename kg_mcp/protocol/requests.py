@@ -54,4 +54,5 @@ def _wants_progress(ctx: ServerRequestContext) -> bool:
     if isinstance(token, str | int) and not isinstance(token, bool):
         return True
     outbound = getattr(ctx.session, "_request_outbound", None)
+    outbound = getattr(outbound, "_inner", outbound)  # the 2026-07-28 path wraps it
     return getattr(outbound, "_on_progress", None) is not None
