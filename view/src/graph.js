@@ -49,11 +49,19 @@ class Builder {
 
   leaf(term, from, relation) {
     if (term.kind === "iri") return this.term(term);
-    const id = `${term.kind}:${from}|${relation}|${term.id}`;
+    if (term.kind === "blank") {
+      // A blank node: its handle (_:b12) where the KG gives one, which the tools take back, so a
+      // click searches it; its inline description ([ p v ; ... ]) as its title.
+      const id = term.id || `blank:${from}|${relation}|${term.label || ""}`;
+      if (!this.nodes.has(id)) {
+        this.nodes.set(id, { id, label: "", kind: "blank", role: "none", title: term.label || "an anonymous (blank) node", handle: Boolean(term.id) });
+      }
+      return id;
+    }
+    const id = `literal:${from}|${relation}|${term.id}`;
     if (!this.nodes.has(id)) {
-      const text = term.kind === "blank" ? "" : clip(term.id);
       const tail = term.language ? `@${term.language}` : term.datatype ? ` (${term.datatype})` : "";
-      this.nodes.set(id, { id, label: text, kind: term.kind === "blank" ? "blank" : "literal", role: "none", title: term.kind === "blank" ? "an anonymous (blank) node" : term.id + tail });
+      this.nodes.set(id, { id, label: clip(term.id), kind: "literal", role: "none", title: term.id + tail });
     }
     return id;
   }

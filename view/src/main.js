@@ -165,7 +165,7 @@ function counts() {
 
 async function expand(id) {
   const node = cy.getElementById(id);
-  if (node.empty() || node.data("kind") !== "entity") return;
+  if (node.empty() || !searchable(node)) return;
   const direction = $("direction").value;
   const key = `${id}|${direction}`;
   if (expanded.has(key)) return;
@@ -189,6 +189,11 @@ async function expand(id) {
   }
 }
 
+// An entity, or a blank node the KG gives a handle for (the tools take it back).
+function searchable(node) {
+  return node.data("kind") === "entity" || (node.data("kind") === "blank" && node.data("handle"));
+}
+
 async function openCard(id) {
   const node = cy.getElementById(id);
   if (node.empty() || node.data("kind") !== "entity") return;
@@ -206,15 +211,15 @@ async function openCard(id) {
 function renderList() {
   // Starts, searched entities and answers first; each node with the edges that leave it.
   const order = (n) => -ROLE_RANK[n.data("role")];
-  // Values and anonymous nodes are read under the edges that reach them.
-  const nodes = cy.nodes('[kind != "literal"][kind != "blank"]').sort((a, b) => order(a) - order(b) || String(a.data("label")).localeCompare(String(b.data("label"))));
+  // Values and blank nodes without a handle are read under the edges that reach them.
+  const nodes = cy.nodes().filter((n) => n.data("kind") !== "literal" && (n.data("kind") !== "blank" || n.data("handle"))).sort((a, b) => order(a) - order(b) || String(a.data("label")).localeCompare(String(b.data("label"))));
   const items = [];
   for (const n of nodes) {
     const li = document.createElement("li");
     const name = document.createElement("strong");
-    name.textContent = n.data("label") || "(anonymous node)";
+    name.textContent = n.data("label") || n.data("title");
     li.append(name);
-    if (n.data("kind") === "entity") {
+    if (searchable(n)) {
       const id = document.createElement("span");
       id.className = "id";
       id.textContent = ` ${n.id()}`;
@@ -226,16 +231,15 @@ function renderList() {
       role.textContent = { start: "start", focus: "searched", answer: "answer" }[n.data("role")];
       li.append(" ", role);
     }
-    if (n.data("kind") === "entity") {
-      li.append(button("Expand", `Search ${n.data("label")}`, () => expand(n.id())));
-      li.append(button("Card", `Card of ${n.data("label")}`, () => openCard(n.id())));
-    }
+    if (searchable(n)) li.append(button("Expand", `Search ${n.data("label") || n.id()}`, () => expand(n.id())));
+    if (n.data("kind") === "entity") li.append(button("Card", `Card of ${n.data("label")}`, () => openCard(n.id())));
     const out = n.outgoers("edge");
     if (out.length) {
       const ul = document.createElement("ul");
       for (const e of out) {
         const item = document.createElement("li");
-        item.textContent = `${e.data("label") || "→"} → ${e.target().data("label") || "(anonymous node)"}`;
+        const target = e.target();
+        item.textContent = `${e.data("label") || "→"} → ${target.data("label") || target.data("title")}`;
         ul.append(item);
       }
       li.append(ul);
