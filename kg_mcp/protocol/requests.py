@@ -27,6 +27,8 @@ def install() -> None:
 
 async def request_scope(ctx: ServerRequestContext, call_next: CallNext):
     """Middleware: the request's progress and log channels around its handler."""
+    if ctx.method == "initialize":  # answered inline, before the session is up: nothing to report
+        return await call_next(ctx)
     log = request_log(ctx)
 
     async def flush() -> None:

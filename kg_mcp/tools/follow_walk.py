@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from kg_mcp.backends import Backend, Direction
 from kg_mcp import progress
+from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 
 EDGES_PER_FRONTIER_ENTITY = 5  # a hop's edge budget is this many times the frontier cap

@@ -59,6 +59,8 @@ function follow(context) {
   if (context.theme) applyDocumentTheme(context.theme);
   if (context.styles?.variables) applyHostStyleVariables(context.styles.variables);
   if (context.styles?.css?.fonts) applyHostFonts(context.styles.css.fonts);
+  const inset = context.safeAreaInsets; // a host's notches and overlays (Claude on mobile), in px
+  if (inset) $("root").style.padding = `${inset.top || 0}px ${inset.right || 0}px ${inset.bottom || 0}px ${inset.left || 0}px`;
   cy.style(graphStyle());
 }
 
