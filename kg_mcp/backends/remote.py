@@ -1,23 +1,25 @@
 """Any SPARQL endpoint over HTTP, read-only.
 
 Queries travel through kg_mcp.backends.http_transport (kept-alive connections, one deadline a
-call, retries with backoff); results are parsed here. Wikimedia refuses generic user agents, so
-every request names kg-mcp and a contact.
+call, retries with backoff); answers are read as they stream in (kg_mcp.backends.engine_answers),
+no further than a byte cap: settings.endpoint_answer_mb for the tools' own queries (past it the
+call fails and says so) and settings.sparql_answer_mb for the sparql tool's (past it the rows read
+are shown, flagged cut). Wikimedia refuses generic user agents, so every request names kg-mcp and
+a contact.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import pyoxigraph as ox
 
 from kg_mcp import __version__
-from kg_mcp.backends import blank_nodes, text_search
-from kg_mcp.backends._queries import closure_edges, label_pattern_scan
-from kg_mcp.backends._rows import capped_rows
+from kg_mcp.backends import blank_nodes, graph_access, text_search
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan, path_ask
+from kg_mcp.backends._rows import counted_rows
 from kg_mcp.backends.base import Rows
-from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
+from kg_mcp.backends.engine_answers import STOPPED_AT_BYTES, Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends.named_graphs import (
     SHOWN_GRAPHS,
@@ -30,6 +32,7 @@ from kg_mcp.backends.named_graphs import (
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
+from kg_mcp.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,7 @@ class RemoteBackend(SparqlBackend):
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
         self.names = None  # kg_mcp.backends.endpoint_names.EndpointNames, where a name index may be used
+        self._names_by_graphs: dict[str, object] = {}  # the same for each graph set of --graph-access
         # How this engine lets a query name a blank node (kg_mcp.backends.blank_nodes): probed with
         # the first blank node it returns that a tool would show; "" once no way was found.
         self.blank_form: str | None = None
@@ -101,15 +105,18 @@ class RemoteBackend(SparqlBackend):
     def use_entity_search(self) -> bool:
         return self.text_search == "mwapi"
 
-    # --- transport (kg_mcp.backends.http_transport) ----------------------------------------------
-    def _fetch(self, query: str, graphs: tuple[str, ...] | None = None) -> tuple[bytes, dict[str, str]]:
-        return self.http.fetch_with_headers(query, graphs)
+    @property
+    def read_graphs(self) -> tuple[str, ...]:
+        # The calling client's graphs under --graph-access (kg_mcp.backends.graph_access), else the server's.
+        return graph_access.dataset(self.graph_plan.graphs)
 
     def close(self) -> None:
-        if self.names is not None:
-            self.names.close()
+        for names in [self.names, *self._names_by_graphs.values()]:
+            if names is not None:
+                names.close()
         self.http.close()
 
+    # --- answers (kg_mcp.backends.http_transport, kg_mcp.backends.engine_answers) ---------------
     def _solutions(self, query: str) -> Solutions:
         answer = self._answer(query)
         if answer.partial:
@@ -118,6 +125,12 @@ class RemoteBackend(SparqlBackend):
                 f"({answer.partial}).",
                 "Narrow the call (fewer relations, a smaller limit) or try again later.",
             )
+        if answer.stopped == STOPPED_AT_BYTES:
+            raise EndpointError(
+                f"The endpoint's answer to this call passed {self.settings.endpoint_answer_mb:g} MB, the most "
+                f"kg-mcp reads of one answer, and was cut after {answer.seen:,} rows.",
+                "Narrow the call: name the relations, or use a smaller limit.",
+            )
         if answer.cut_at is not None:
             log.warning("endpoint %s cut an answer at its limit of %d rows", self.url, answer.cut_at)
         return answer.result
@@ -125,17 +138,48 @@ class RemoteBackend(SparqlBackend):
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        answer = self._answer(query)
-        rows = capped_rows(answer.result, row_cap)
-        # An answer cut at the engine's row limit has no known total, however many rows came.
-        total = None if answer.cut_at is not None else rows.total
-        return replace(rows, total=total, cut_at=answer.cut_at, partial=answer.partial)
-
-    def _answer(self, query: str, graphs: tuple[str, ...] | None = None) -> Answer:
-        body, headers = self._fetch(query, graphs)
+    def reaches(self, sources, first, then, targets) -> bool | None:
+        # One property path in the engine, however deep the hierarchy; a timeout leaves it to the walk.
         try:
-            return read_answer(body, headers)
+            return self._boolean(path_ask(sources, first, then, targets))
+        except KGError as e:
+            log.info("property path not answered (%s): walking instead", e.message)
+            return None
+
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        cap_mb = self.settings.sparql_answer_mb
+        answer = self._answer(query, graphs, keep=row_cap, count=counted_rows(row_cap), max_mb=cap_mb)
+        if isinstance(answer.result, bool):
+            return Rows([], [], None, boolean=answer.result, partial=answer.partial)
+        variables = answer.result.variables
+        rows = [[solution[v] for v in variables] for solution in answer.result]
+        # An answer cut at the engine's row limit, or not read to its end, has no known total.
+        total = None if answer.cut_at is not None or answer.stopped else answer.seen
+        cut = None
+        if answer.stopped == STOPPED_AT_BYTES:
+            cut = f"the endpoint's answer passed {cap_mb:g} MB after {answer.seen:,} rows and was read no further"
+        return Rows(variables, rows, total, cut_at=answer.cut_at, partial=answer.partial, cut=cut)
+
+    def _answer(
+        self,
+        query: str,
+        graphs: tuple[str, ...] | None = None,
+        *,
+        keep: int | None = None,
+        count: int | None = None,
+        max_mb: float | None = None,
+    ) -> Answer:
+        """The endpoint's answer to `query`, read as it streams in: the first `keep` rows, counting
+        up to `count`, no further than `max_mb` (settings.endpoint_answer_mb by default)."""
+        max_bytes = int((max_mb or self.settings.endpoint_answer_mb) * 2**20)
+
+        def read(chunks, headers) -> Answer:
+            return read_answer(chunks, headers, max_bytes=max_bytes, keep=keep, count=count)
+
+        try:
+            with tracing.span("sparql endpoint query", **{"db.system": "sparql", "server.address": self.url}), \
+                    metrics.endpoint_query():
+                return self.http.answer(query, read, graphs)
         except SyntaxError as e:
             problem = str(e)
         # Raised outside the except block: the parser's frames (and its result iterator, bound to
@@ -143,14 +187,27 @@ class RemoteBackend(SparqlBackend):
         raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
+    def _names_here(self):
+        """The name index of the graphs the caller reads: the server's, or one per graph set."""
+        graphs = graph_access.current()
+        if self.names is None or graphs is None:
+            return self.names
+        key = graph_access.cache_key()
+        if key not in self._names_by_graphs:
+            from kg_mcp.backends.endpoint_names import EndpointNames
+
+            self._names_by_graphs[key] = EndpointNames(self, self.settings, graphs=sorted(graphs))
+        return self._names_by_graphs[key]
+
     def _name_matches(self, name: str, limit: int):
-        names = self.names.current if self.names is not None else None
+        here = self._names_here()
+        names = here.current if here is not None else None
         if names is not None:
             method = f"name index ({names.age_text()} from the endpoint's labels)"
             return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
-        if engine == "labels" and self.names is not None:
-            note = self.names.start()  # in the background: label queries answer until it is built
+        if engine == "labels" and here is not None:
+            note = here.start()  # in the background: label queries answer until it is built
             method, matches = self._engine_matches(engine, name, limit)
             return (f"{method}; {note}" if note else method), matches
         return self._engine_matches(engine, name, limit)

@@ -25,6 +25,18 @@ log = logging.getLogger("kg_mcp")
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--auth-token-env", metavar="VAR", help="Require this bearer token (read from the variable VAR) on HTTP.")
 @click.option("--auth-token-file", type=click.Path(dir_okay=False), help="Require the bearer token kept in this file.")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
+              help="Named tokens for scripts and CI (TOML: [tokens.NAME] with sha256 and scopes); read again when it changes.")
+@click.option("--oauth-issuer", metavar="URL",
+              help="Accept access tokens of this OAuth 2.1 / OpenID issuer (https, or http on loopback); needs --public-url.")
+@click.option("--public-url", metavar="URL",
+              help="The URL clients reach the MCP endpoint at, e.g. https://kg.example.org/mcp: the audience of every access token.")
+@click.option("--oauth-client-id", metavar="ID", help="This server's own client at the issuer, to introspect opaque tokens (RFC 7662).")
+@click.option("--oauth-client-secret-env", metavar="VAR", help="The variable holding that client's secret.")
+@click.option("--graph-access", type=click.Path(dir_okay=False),
+              help="TOML: which named graphs each scope may read ([scopes] \"graph:movies\" = [IRI, ...]).")
+@click.option("--audit-log", type=click.Path(dir_okay=False),
+              help="Append one JSON line per call (who, what, outcome, rows, ms) to this file, rotated past 10 MB.")
 @click.option("--allow-host", "allowed_hosts", multiple=True, help="Extra Host header to accept, e.g. kg.example.org:443.")
 @click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
 @click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
@@ -36,6 +48,10 @@ log = logging.getLogger("kg_mcp")
               help="HTTP/SSE: close a connection that has not sent a whole request head within S s [10].")
 @click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="HTTP/SSE: close a connection whose request body has not arrived S s after its head [30].")
+@click.option("--write-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="HTTP/SSE: close a connection that takes none of its response for S s [30].")
+@click.option("--max-body", type=click.IntRange(min=1024), metavar="BYTES",
+              help="HTTP/SSE: refuse (413) a request body larger than BYTES before reading it [262144].")
 @click.option("--max-connections", type=click.IntRange(min=0), metavar="N",
               help="HTTP/SSE: connections held at once, more are closed at once [0: the open-file limit less a reserve].")
 @click.option("--max-connections-per-client", type=click.IntRange(min=0), metavar="N",
@@ -45,9 +61,18 @@ log = logging.getLogger("kg_mcp")
               help="HTTP: MCP sessions of one client address; opening one more ends its oldest idle one [64].")
 @click.option("--session-idle-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="HTTP: end an MCP session after S s without requests [1800].")
-def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit,
-          trusted_proxies, header_timeout, body_timeout, max_connections, max_connections_per_client, max_sessions, max_sessions_per_client,
-          session_idle_timeout):
+@click.option("--stateless", is_flag=True, default=None,
+              help="HTTP: keep no MCP session, so any replica behind a load balancer can take any request (KG_MCP_STATELESS).")
+@click.option("--redis", "redis_url", metavar="URL",
+              help="Keep traversals, rate limits, long-call places and build locks in this Redis, shared by replicas "
+                   "(redis://host:6379/0; KG_MCP_REDIS). Without it, in this process.")
+@click.option("--otlp-endpoint", metavar="URL", envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+              help="Send OpenTelemetry traces of each call and its queries to this OTLP/HTTP collector "
+                   "(needs pip install 'kg-mcp[otel]'; OTEL_EXPORTER_OTLP_ENDPOINT).")
+def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file,
+          tokens_file, oauth_issuer, public_url, oauth_client_id, oauth_client_secret_env, graph_access, audit_log, allowed_hosts,
+          allowed_origins, rate_limit, trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections,
+          max_connections_per_client, max_sessions, max_sessions_per_client, session_idle_timeout, stateless, redis_url, otlp_endpoint):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
     Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
@@ -60,40 +85,83 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     100,000), KG_MCP_SEARCH_K and KG_MCP_SEARCH_P (rows of a search, 50 unfiltered and 1,000
     filtered), KG_MCP_EXPLORE_LIMIT (triples per relation of explore_kg, 100).
     """
-    from kg_mcp.serving.auth import read_token
+    from kg_mcp.backends.graph_access import read_graph_access
     from kg_mcp.server import build_server
     from kg_mcp.serving import serve as run_server
+    from kg_mcp.serving.audit import AuditLog
+    from kg_mcp.serving.auth import endpoint_url, read_token, server_auth
 
     token = read_token(env_var=auth_token_env, file=auth_token_file)
-    if token and transport == "stdio":
+    if (token or tokens_file or oauth_issuer) and transport == "stdio":
         raise ConfigError("Auth tokens apply to --transport http or sse; stdio is reached only by its parent process.")
     if rate_limit and transport == "stdio":
         raise ConfigError("--rate-limit applies to --transport http or sse; stdio has one client, its parent process.")
-    if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not token:
-        log.warning("serving on %s without --auth-token-env/--auth-token-file: anyone who can reach it can query", host)
+    access = read_graph_access(graph_access) if graph_access else None
+    if access is not None and not (tokens_file or oauth_issuer):
+        raise ConfigError("--graph-access gives each caller its graphs by the scopes of its token: "
+                          "give --oauth-issuer or --tokens too (over --transport http or sse).")
+    graph_scopes = access.scopes if access is not None else []
+    display_host = f"[{host}]" if ":" in host else host
+    path = "/mcp" if transport == "http" else "/sse"
+    auth = server_auth(
+        token=token, tokens_file=tokens_file, issuer=oauth_issuer, public_url=endpoint_url(public_url, path),
+        client_id=oauth_client_id, client_secret=read_token(env_var=oauth_client_secret_env) if oauth_client_secret_env else None,
+        more_scopes=graph_scopes, leeway_s=_settings(languages, enable_sparql).oauth_leeway_s,
+    )
+    if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not auth:
+        log.warning("serving on %s without --auth-token-env, --tokens or --oauth-issuer: anyone who can reach it can query", host)
+    audit = AuditLog(audit_log) if audit_log else None
     limits = None
     if transport != "stdio":  # checked before the store opens: a bad --trusted-proxy fails at once
         from kg_mcp.serving.limits import HttpLimits
 
         limits = HttpLimits.from_settings(
             _settings(languages, enable_sparql), trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
-            body_timeout_s=body_timeout, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
+            body_timeout_s=body_timeout, write_timeout_s=write_timeout, max_body_bytes=max_body, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
-    backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
-    display_host = f"[{host}]" if ":" in host else host
-    server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}")
+    settings = _settings(languages, enable_sparql)
+    if stateless is None:  # KG_MCP_STATELESS (an environment file's) concerns streamable HTTP only
+        stateless = settings.stateless and transport == "http"
+    redis_url = settings.redis if redis_url is None else redis_url
+    if stateless and transport != "http":
+        raise ConfigError("--stateless applies to --transport http (streamable HTTP).")
+    if otlp_endpoint:
+        from kg_mcp.observability import tracing
+
+        tracing.configure(otlp_endpoint)
+    from kg_mcp.state import open_shared_state
+
+    shared = open_shared_state(redis_url, tool_timeout_s=settings.tool_timeout_s)  # a bad URL fails before the store opens
+    backend = _open(store, sparql_url, wikidata, profile, settings)
+    if getattr(backend, "names", None) is not None:
+        backend.names.locks = shared  # one replica builds an endpoint's name index at a time
+    server = build_server(backend, backend.settings, auth=auth, audit=audit, graph_access=access, shared=shared)
     if transport != "stdio":
-        path = "/mcp" if transport == "http" else "/sse"
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
-        click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}" + (" (bearer token required)" if token else ""), err=True)
+        signin = f" (sign in at {oauth_issuer})" if oauth_issuer else " (bearer token required)" if auth else ""
+        click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}{signin}", err=True)
     try:
         limit = backend.settings.rate_limit if rate_limit is None else rate_limit
+        readiness = None
+        if transport != "stdio":
+            from kg_mcp.serving.health import Readiness, backend_check
+
+            checks = {"store" if backend.kind == "oxigraph" else "endpoint": backend_check(backend)}
+            if redis_url:
+                checks["redis"] = shared.ping
+            readiness = Readiness(checks)
         run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                   allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits)
+                   allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits,
+                   stateless=stateless, readiness=readiness, shared=shared)
     except KeyboardInterrupt:
         pass
     finally:
         backend.close()
+        if audit is not None:
+            audit.close()
+        shared.close()
+        if otlp_endpoint:
+            tracing.shutdown()
 
 
 @main.command()
