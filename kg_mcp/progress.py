@@ -78,17 +78,30 @@ def reset(token) -> None:
     _current.reset(token)
 
 
+def stop_if_cancelled() -> None:
+    """Raise the cancellation when the client cancelled the call being served on this worker thread.
+    kg_mcp.deadline.check calls it too: every place a long call checks its deadline (each triple of
+    verify, each level of a closure) is also where it stops once cancelled."""
+    reporter = _current.get()
+    if reporter is None or threading.get_ident() == reporter.loop_thread:
+        return
+    try:
+        anyio.from_thread.check_cancelled()
+    except anyio.NoEventLoopError:
+        return  # a thread the call started itself: its own deadline bounds it
+
+
 def step(done: float, total: float | None = None, what: str | None = None) -> None:
     """Between two units of a long call (`done` of `total` so far): stop if the client cancelled
     the call, else say how far it got.
 
     >>> step(0, 3, "hop 1 of 3")  # outside a request: nothing happens
     """
+    stop_if_cancelled()
     reporter = _current.get()
     if reporter is None or threading.get_ident() == reporter.loop_thread:
         return
     try:
-        anyio.from_thread.check_cancelled()  # raises the cancellation when the client cancelled
         position = reporter.position(done, total) if reporter.send is not None else None
         if position is not None:
             anyio.from_thread.run(reporter.send, *position, what)
