@@ -42,6 +42,9 @@ install-test: $(BIN)/python
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	else echo "The tests need Node.js and npm: sudo apt-get install nodejs npm (Debian/Ubuntu)"; exit 1; fi; }
 	npm install --silent --no-audit --no-fund --prefix .npm-tools $(NPM_TEST_TOOLS)
+	@# the graph view's build (esbuild) and its browser test (playwright-core), at the versions view/package-lock.json
+	@# locks: tests/test_view_build.py rebuilds kg_mcp/view/graph.html, tests/test_view_browser.py drives Chromium
+	npm ci --silent --no-audit --no-fund --prefix view
 
 serve: install
 	$(BIN)/kg-mcp serve --transport http $(ARGS)

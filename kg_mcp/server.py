@@ -18,7 +18,9 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+from mcp.types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from kg_mcp import __version__
@@ -28,6 +30,7 @@ from kg_mcp.backends.graph_access import GraphAccess
 from kg_mcp.caller import Caller, caller_of, calling_as
 from kg_mcp.errors import ConfigError
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
+from kg_mcp.protocol import add_protocol
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.serving.audit import AuditLog, Timer, rows_of
@@ -36,6 +39,7 @@ from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
 from kg_mcp.settings import Settings
 from kg_mcp.state import SharedState
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
+from kg_mcp.view import graph_view
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +106,10 @@ class KGServer(MCPServer):
                 self.audit.call(_caller(context), "resource", str(uri), None, outcome, ms=timer.ms, graphs=graphs)
 
     async def get_prompt(self, name, arguments=None, context=None):
+        """prompts/get, audited; an unknown prompt or a missing or unknown argument is the spec's -32602."""
         timer, outcome = Timer(), "error"
         try:
+            self._check_prompt(name, arguments)
             found = await super().get_prompt(name, arguments, context)
             outcome = "ok"
             return found
@@ -127,6 +133,19 @@ class KGServer(MCPServer):
                 f"{known}: ask the server's operator for one, then sign in again."
             )
         return graphs
+
+    def _check_prompt(self, name: str, arguments: dict | None) -> None:
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {quoted(name)}. The prompts are: {known}.")
+        expected = {a.name: a.required for a in prompt.arguments or []}
+        given = arguments or {}
+        missing = [a for a, required in expected.items() if required and a not in given]
+        unknown = [a for a in given if a not in expected]
+        if missing or unknown:
+            problem = f"missing {', '.join(missing)}" if missing else f"no argument {', '.join(map(quoted, unknown))}"
+            raise MCPError(INVALID_PARAMS, f"Prompt {name}: {problem}. Its arguments are: {', '.join(expected) or 'none'}.")
 
     async def _call_checked(self, name, arguments, context=None):
         """The call, served as its caller's (kg_mcp.caller: the lanes and traversal trees are per
@@ -165,8 +184,9 @@ class KGServer(MCPServer):
         # The tool manager is the SDK's registry of record (its own _tool_input_schema reads it too).
         tool = self._tool_manager.get_tool(name)
         if tool is None:
+            # A protocol error, as the spec has it (a tool result is for a tool that ran).
             known = ", ".join(t.name for t in self._tool_manager.list_tools() if tool_allowed(t.name))
-            raise RefusedCall(f"Unknown tool: {quoted(name)}. The tools are: {known}.")
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {quoted(name)}. The tools are: {known}.")
         if name not in self._arguments or self._arguments[name][0] is not tool:
             self._arguments[name] = (tool, ToolArguments(name, tool.parameters))
         return self._arguments[name][1]
@@ -210,6 +230,8 @@ def build_server(
         # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema_summary).
         instructions=server_instructions(backend, settings),
         log_level="INFO",
+        # MCP Apps: the navigation tools' results drawn as a graph (kg_mcp.view); additive.
+        extensions=[graph_view()],
         **sdk_auth,
     )
     server.serving_auth = auth  # read by kg_mcp.serving when it builds the HTTP app
@@ -220,8 +242,11 @@ def build_server(
     if auth is not None:
         auth.scoped_tools = frozenset(name for name in TOOL_SCOPES if server._tool_manager.get_tool(name))
     _add_resources(server, backend, settings)
-    for prompt in mcp_prompts():
+    prompts = mcp_prompts()
+    for prompt in prompts:
         server.add_prompt(_as_mcp_prompt(prompt))
+    # Entity cards, completions, progress and logs (kg_mcp.protocol).
+    add_protocol(server, backend, settings, {p.name: p.arguments for p in prompts})
     return server
 
 

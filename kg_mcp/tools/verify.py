@@ -25,7 +25,7 @@ from typing import Literal
 import pyoxigraph as ox
 from pydantic import BaseModel, Field
 
-from kg_mcp import deadline
+from kg_mcp import deadline, progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput, KGError, UnknownEntity, UnknownRelation
 from kg_mcp.ids import check_text
@@ -99,7 +99,8 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
         )
     namer = Namer(backend, settings)
     verdicts = []
-    for claim in claims:
+    for done, claim in enumerate(claims):
+        progress.step(done, len(claims), "claims checked")
         hops = claim.path if isinstance(claim, PathClaim) else [claim]
         checked = []
         for hop in hops:
