@@ -89,6 +89,11 @@ class KGClient:
         summary = self.schema if schema else None
         return f"{system.rstrip()}\n\n{summary}" if summary else system
 
+    async def stats(self) -> dict[str, Any]:
+        """The server's kg://stats: kind, profile, triples (and whether a lower bound), where it is."""
+        result = await self._client.read_resource("kg://stats")
+        return json.loads(result.contents[0].text)
+
     async def __aexit__(self, *exc) -> None:
         if self._stack is not None:
             await self._stack.aclose()
