@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 from contextlib import AsyncExitStack
@@ -17,6 +18,44 @@ from typing import Any
 from kg_mcp.agents.models.base import ToolSpec
 from kg_mcp.schema_summary import summary_heading
 from mcp import Client, StdioServerParameters
+
+
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+")
+
+
+def without_mentions(text: str, tools: list[str]) -> str:
+    """`text` without its sentences (or clauses between semicolons) that name one of `tools`.
+
+    >>> without_mentions("Rows of one hop. For a chain, use follow.", ["follow"])
+    'Rows of one hop.'
+    >>> without_mentions("Labels as search shows them; ~rel walks backwards.", ["search"])
+    '~rel walks backwards.'
+    """
+    if not tools:
+        return text
+    named = re.compile(r"\b(?:" + "|".join(map(re.escape, tools)) + r")\b")
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        kept = [s for s in _SENTENCE_END.split(paragraph.strip()) if not named.search(s)]
+        if kept:
+            paragraphs.append(" ".join(kept))
+    return "\n\n".join(paragraphs)
+
+
+def without_tools(spec: ToolSpec, tools: list[str]) -> ToolSpec:
+    """`spec` with `without_mentions` applied to its description and every argument's."""
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, list):
+            return [clean(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: clean(v) for k, v in node.items()}
+        if isinstance(node.get("description"), str):
+            out["description"] = without_mentions(node["description"], tools)
+        return out
+
+    return ToolSpec(spec.name, without_mentions(spec.description, tools), clean(spec.input_schema))
 
 
 @dataclass
@@ -97,6 +136,12 @@ class KGClient:
     async def __aexit__(self, *exc) -> None:
         if self._stack is not None:
             await self._stack.aclose()
+
+    def offered(self, names: tuple[str, ...] | list[str]) -> list[ToolSpec]:
+        """The tools `names` as a driver offers them: their descriptions (and their arguments') without
+        the sentences that name one of the server's other tools, which this model is not given."""
+        others = [t.name for t in self.tools if t.name not in names]
+        return [without_tools(self.tool(name), others) for name in names]
 
     def tool(self, name: str) -> ToolSpec:
         for spec in self.tools:

@@ -188,7 +188,7 @@ def mode_specs(kg: KGClient, tools: str) -> dict[str, ToolSpec]:
     """The KG tools offered in a mode; in `paper` mode explore_kg has only its published arguments."""
     if tools not in TOOL_MODES:
         raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}, not {tools!r}")
-    specs = {name: kg.tool(name) for name in TOOL_MODES[tools]}
+    specs = {spec.name: spec for spec in kg.offered(TOOL_MODES[tools])}
     if tools == "paper":
         for name, keep in PAPER_ARGUMENTS.items():
             spec = specs[name]

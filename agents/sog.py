@@ -43,7 +43,7 @@ def tool_specs(kg: KGClient, tools: str) -> list[ToolSpec]:
     """The tools the model is offered in a mode; in `paper` mode, search as the paper describes it."""
     if tools not in TOOL_MODES:
         raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}, not {tools!r}")
-    specs = [kg.tool(name) for name in TOOL_MODES[tools]]
+    specs = kg.offered(TOOL_MODES[tools])
     if tools != "paper":
         return specs
     search = specs[0]

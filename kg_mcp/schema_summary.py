@@ -136,15 +136,13 @@ def _size(census: Census) -> str:
 
 def _ids(census: Census) -> str:
     if census.example_id is None:
-        return "Copy ids exactly as the tools show them; `find_entities` turns a name into an id."
+        return "Copy ids exactly as the tools show them."
     text = f"Ids look like `{census.example_id}`: copy them exactly as the tools show them."
     if census.label_is_id:
         text += (
             f" An entity's exact label also works in place of its id when no other entity has it "
-            f"(`{census.example_label}` is `{census.example_id}`); otherwise `find_entities` turns a name into an id."
+            f"(`{census.example_label}` is `{census.example_id}`)."
         )
-    else:
-        text += " `find_entities` turns a name into an id."
     return text
 
 
@@ -167,7 +165,7 @@ def _relations_rest(census: Census, shown: int) -> str:
         return ""
     listed = len(census.relations)
     return (
-        f"More: `get_relations` lists every relation around an entity, and the `kg://schema` resource "
+        f"More: the relations around one entity are in its neighbourhood, and the `kg://schema` resource "
         f"lists the {listed:,} most used."
     )
 
@@ -185,7 +183,7 @@ def _hubs(census: Census, settings: Settings) -> str:
     if not shown:
         if "hubs" in " ".join(census.missing):
             return "- (not read at start)"
-        return f"- none: no entity has more than {settings.search_k} incoming edges, so a `search` lists them all"
+        return f"- none: no entity has more than {settings.search_k} incoming edges, so every neighbourhood is listed whole"
     lines = []
     for hub in shown:
         name = f" ({hub.label})" if hub.label else ""
