@@ -110,14 +110,24 @@ class RemoteBackend(SparqlBackend):
         raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
+    def prepare_lookups(self) -> None:
+        if self.names is not None:
+            self.names.begin()
+
     def _name_matches(self, name: str, limit: int):
+        waited = 0.0
+        if self.names is not None and self.names.current is None and self._text_engine() == "labels":
+            self.names.begin()  # at server start, or now
+            waited = self.names.wait_for_small()
         names = self.names.current if self.names is not None else None
+        took = f"; this lookup waited {waited:.1f} s for it" if waited >= 0.05 else ""
         if names is not None:
-            method = f"name index ({names.age_text()} from the endpoint's labels)"
+            method = f"name index ({names.age_text()} from the endpoint's labels{took})"
             return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
         if engine == "labels" and self.names is not None:
-            note = self.names.start()  # in the background: label queries answer until it is built
+            note = self.names.status()  # in the background: label queries answer until it is built
+            note += f" (waited {waited:.1f} s)" if took else ""
             method, matches = self._engine_matches(engine, name, limit)
             return (f"{method}; {note}" if note else method), matches
         return self._engine_matches(engine, name, limit)

@@ -117,7 +117,9 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
 def _open(store, sparql_url, wikidata, profile, settings):
     from kg_mcp.backends import open_backend
 
-    return open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
+    backend = open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
+    backend.prepare_lookups()  # an endpoint's name index is built while the server starts, not at the first lookup
+    return backend
 
 
 class _Group(click.Group):
