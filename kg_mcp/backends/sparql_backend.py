@@ -305,8 +305,11 @@ class SparqlBackend(Backend):
 
     # --- names -----------------------------------------------------------------------------------
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
-        # Predicates are named by their property entity (wdt:P19 by wd:P19).
-        carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
+        # Predicates are named by their property entity (wdt:P19 by wd:P19); in most profiles, themselves.
+        if self.profile.property_entity is None:
+            carrier = {t: t for t in terms if isinstance(t, ox.NamedNode)}
+        else:
+            carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
         missing = sorted({c for c in carrier.values() if c not in self._label_cache}, key=str)
         if missing:
             best = self._best_literals(missing, self.label_predicates)

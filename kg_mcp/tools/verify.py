@@ -105,7 +105,10 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
     echo = _echo(claim, namer.settings.max_cell_chars)
 
     def verdict(status: Status, reason: str, evidence=(), total: int = 0) -> HopVerdict:
-        return HopVerdict(claim=echo, status=status, reason=reason, evidence=list(evidence), evidence_total=total)
+        # Plain data, validated once in pydantic's compiled core (not a model per term in Python).
+        return HopVerdict.model_validate(
+            {"claim": echo, "status": status, "reason": reason, "evidence": list(evidence), "evidence_total": total}
+        )
 
     try:
         subjects = _entities(backend, claim.subject)
@@ -156,11 +159,11 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
     return verdict("not_found", f"{subject_text} has no {_arrow(relation, direction)} triples")
 
 
-def _echo(claim: TripleClaim, chars: int) -> TripleClaim:
-    """The claim as the verdict repeats it, each part cut as a table cell is."""
-    return TripleClaim(
-        subject=clipped(claim.subject, chars), relation=clipped(claim.relation, chars), object=clipped(claim.object, chars)
-    )
+def _echo(claim: TripleClaim, chars: int) -> dict:
+    """The claim as the verdict repeats it (a TripleClaim as plain data), each part cut as a table cell is."""
+    return {
+        "subject": clipped(claim.subject, chars), "relation": clipped(claim.relation, chars), "object": clipped(claim.object, chars)
+    }
 
 
 def _entities(backend: Backend, ref: str) -> list[ox.NamedNode]:
@@ -196,6 +199,7 @@ def _arrow(relation: str, direction: Direction) -> str:
     return relation if direction is Direction.OUTGOING else f"~{relation}"
 
 
-def _evidence(namer: Namer, focus, relation: str, direction: Direction, value) -> Evidence:
+def _evidence(namer: Namer, focus, relation: str, direction: Direction, value) -> dict:
+    """An Evidence as plain data."""
     subject, obj = (focus, value) if direction is Direction.OUTGOING else (value, focus)
-    return Evidence(subject=namer.out(subject), relation=relation, object=namer.out(obj))
+    return {"subject": namer.term(subject), "relation": relation, "object": namer.term(obj)}
