@@ -72,7 +72,12 @@ class OxigraphBackend(SparqlBackend):
         with self._names_lock:
             self._semantic = self._semantic or SemanticNames(index)
         nearest = self._semantic.nearest(name, max(limit * 2, 10))
-        return "name index, then nearest names by embedding", [(ox.NamedNode(m.entity), m.kind, m.order, m.degree) for m in nearest]
+        return "name index, then nearest names by embedding", [
+            (ox.NamedNode(m.entity), m.kind, m.order, m.degree, m.shown) for m in nearest
+        ]
+
+    def _lookup_index(self) -> NameIndex | None:
+        return self._names
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:

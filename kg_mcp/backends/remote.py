@@ -110,6 +110,10 @@ class RemoteBackend(SparqlBackend):
         raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
+    def _lookup_index(self):
+        current = self.names.current if self.names is not None else None
+        return current.index if current is not None else None
+
     def prepare_lookups(self) -> None:
         if self.names is not None:
             self.names.begin()
@@ -148,7 +152,7 @@ class RemoteBackend(SparqlBackend):
             # "oceans" "Ocean's". A bounded label scan that ignores accents and apostrophes does.
             found = dict(self._loose_label_matches(name, limit * 4))
             method += f" found nothing; then {_LOOSE_METHOD}"
-        return method, [(n, m, 0, None) for n, m in found.items()]
+        return method, [(n, m, 0, None, None) for n, m in found.items()]
 
     def _loose_label_matches(self, name: str, limit: int) -> list[tuple[ox.NamedNode, str]]:
         """Labels that begin with `name` once both are folded (kg_mcp.names.fold): the whole name first."""
