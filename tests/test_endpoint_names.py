@@ -283,6 +283,11 @@ def test_labels_read_page_by_page_make_the_same_index(indexed, football, tmp_pat
     with sqlite3.connect(tmp_path / "paged.sqlite") as a, sqlite3.connect(endpoint_index_path(football, [])) as b:
         rows = "SELECT entity, label, alias, degree FROM names ORDER BY 1, 2"
         assert a.execute(rows).fetchall() == b.execute(rows).fetchall()
+    # A small KG's degrees by one aggregate query per direction (while its labels are read): the same.
+    build_endpoint_index(indexed._solutions, tmp_path / "whole.sqlite", url=football, graphs=[], profile=indexed.profile,
+                         languages=["en"], degree_cap=100, progress=False, whole_degrees=True)
+    with sqlite3.connect(tmp_path / "whole.sqlite") as a, sqlite3.connect(endpoint_index_path(football, [])) as b:
+        assert a.execute(rows).fetchall() == b.execute(rows).fetchall()
 
 
 def test_through_the_mcp_server_the_first_call_waits_for_a_small_index(football, monkeypatch, tmp_path):

@@ -28,7 +28,7 @@ import pyoxigraph as ox
 from tqdm import tqdm
 
 from kg_mcp import deadline
-from kg_mcp.backends.name_degrees import count_degrees, count_degrees_whole
+from kg_mcp.backends.name_degrees import count_degrees, whole_degrees
 from kg_mcp.errors import EndpointError
 from kg_mcp.names.build import (
     FORMAT_VERSION,
@@ -148,19 +148,22 @@ def build_endpoint_index(
 
     `stop`, once set, ends the build at its next query (BuildStopped); `read` counts the labels read so far.
     With `whole_degrees` (a small KG), degrees are counted by one aggregate query per direction over
-    the whole endpoint rather than in batches of entities (batches again if the engine refuses it).
+    the whole endpoint, on a thread of their own while the labels are read, rather than in batches
+    of entities afterwards (batches again if the engine refuses it).
     """
     started = time.perf_counter()
     run = _Counter(solutions, stop)
     path.parent.mkdir(parents=True, exist_ok=True)
+    whole = _Whole(run, profile, degree_cap) if whole_degrees else None
     with written_whole(path) as connection:
         start_index(connection)
         read = read if read is not None else [0]
         read[0] = 0
         names = insert_names(connection, _labels(run, profile, languages, counted, progress, read, page))
         entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
-        if whole_degrees:
-            degrees = count_degrees_whole(run, profile, entities, degree_cap, DEGREE_BATCH, progress)
+        counts = whole.result() if whole is not None else None
+        if counts is not None:
+            degrees = [(e, counts.get(e, 0)) for e in entities]
         else:
             degrees = count_degrees(run, profile, entities, degree_cap, DEGREE_BATCH, progress)
         set_degrees(connection, degrees)
@@ -180,6 +183,28 @@ def build_endpoint_index(
     report = BuildReport(names, read[0], len(entities), run.queries, time.perf_counter() - started, path.stat().st_size)
     log.info("name index of %s: %s", url, report.summary())
     return report
+
+
+class _Whole:
+    """`whole_degrees` on a thread of its own; `result` waits for it (and raises what it raised)."""
+
+    def __init__(self, run: Solutions, profile: Profile, cap: int):
+        self._counts: dict[str, int] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._count, args=(run, profile, cap), name="kg-mcp-degrees", daemon=True)
+        self._thread.start()
+
+    def _count(self, run, profile, cap) -> None:
+        try:
+            self._counts = whole_degrees(run, profile, cap)
+        except BaseException as e:  # noqa: BLE001 - handed to the building thread by result()
+            self._error = e
+
+    def result(self) -> dict[str, int] | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._counts
 
 
 def _labels(
