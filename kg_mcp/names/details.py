@@ -41,8 +41,9 @@ class TextDetails:
         self.edges = EdgeCounter()
         self._language_rank = {lang: i for i, lang in enumerate(languages)}
         self._language_rank.setdefault("", len(languages))
-        self._line_keys: list[list[int]] = [[] for _ in self.predicates]  # per predicate, any language
-        self._row_keys: list[int] = []  # per row of `names`, in id order
+        # 8 bytes a line or row (arrays, not lists of Python ints: 21 million names at 100M triples)
+        self._line_keys = [array("q") for _ in self.predicates]  # per predicate, any language
+        self._row_keys = array("q")  # per row of `names`, in id order
         self._row_language = bytearray()
         self._row_predicate = bytearray()
 
@@ -71,12 +72,12 @@ class TextDetails:
 
     def apply(self, connection: sqlite3.Connection, profile: Profile, cap: int) -> dict:
         """Set every name row's degree and label row for `profile`; returns what the index meta records."""
-        keys = np.array(self._row_keys, np.int64)
+        keys = np.frombuffer(self._row_keys, np.int64)
         ids = np.arange(1, len(keys) + 1, dtype=np.int64)  # rows were inserted in this order, from id 1
         degrees = None
         if self.degrees_counted(profile):
             hidden = [i for i, p in enumerate(self.predicates) if profile.is_hidden(p)]
-            lines = np.array([k for i in hidden for k in self._line_keys[i]], np.int64)
+            lines = np.concatenate([np.frombuffer(self._line_keys[i], np.int64) for i in hidden] or [np.empty(0, np.int64)])
             hidden_keys, hidden_counts = np.unique(lines, return_counts=True)
             at = np.clip(np.searchsorted(hidden_keys, keys), 0, max(len(hidden_keys) - 1, 0))
             hidden_out = np.where(hidden_keys[at] == keys, hidden_counts[at], 0) if len(hidden_keys) else 0
