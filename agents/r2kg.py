@@ -309,7 +309,8 @@ async def run_r2kg(
     system = operator_prompt(
         kind, tools, single=single, variant=prompt_variant, max_iterations=max_iterations, convention=convention
     )
-    system = kg.with_schema(system, schema)  # --schema: the server's KG summary, for the Operator that explores
+    # --schema: the server's KG summary, for the Operator that explores (as a model with its tools reads it)
+    system = kg.with_schema(system, schema, [t.name for t in kg_specs.values()])
     messages = [
         Message("system", system),
         Message(

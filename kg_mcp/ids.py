@@ -8,6 +8,7 @@ serialisation, so user text is never pasted into SPARQL.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pyoxigraph as ox
 
@@ -45,6 +46,9 @@ class Vocabulary:
         self._compact_cache: dict[str, str] = {}
         # Where a namespace came from, when not from the profile: "store", "setting", "void", "sample".
         self.sources: dict[str, str] = {}
+        # How a blank-node handle (`_:label`) becomes a term, set by the backend that can address
+        # its blank nodes (a local store, or an engine that offers a way); None: it cannot.
+        self.blank_node: Callable[[str], ox.BlankNode] | None = None
 
     def compact(self, term: ox.NamedNode | ox.BlankNode | ox.Literal) -> str:
         """The shortest id that `parse` reads back as the same term; literals become their text."""
@@ -69,8 +73,9 @@ class Vocabulary:
                 return f"{prefix}:{iri[len(ns):]}"
         return f"<{iri}>"
 
-    def parse(self, ref: str) -> ox.NamedNode | None:
-        """The IRI an id stands for, or None when `ref` is not id-shaped (then it may be a label).
+    def parse(self, ref: str) -> ox.NamedNode | ox.BlankNode | None:
+        """The IRI an id stands for (or the blank node a `_:` handle stands for, where the backend
+        can address blank nodes), or None when `ref` is not id-shaped (then it may be a label).
 
         Raises InvalidInput for text that can never be a valid reference.
         """
@@ -80,10 +85,7 @@ class Vocabulary:
                 raise InvalidInput(f"{quoted(ref)} opens '<' but does not close it.", "Write a full IRI as <http://...>.")
             return _named_node(ref[1:-1])
         if ref.startswith("_:"):
-            raise InvalidInput(
-                f"{quoted(ref)} is a blank node; blank nodes have no stable id to look up.",
-                "Reach it through the entity that links to it.",
-            )
+            return self._blank(ref)
         if " " in ref:
             return None
         scheme = _SCHEME.match(ref)
@@ -101,8 +103,22 @@ class Vocabulary:
             return _named_node(bare)
         return None
 
+    def _blank(self, ref: str) -> ox.BlankNode:
+        if self.blank_node is None:
+            raise InvalidInput(
+                f"{quoted(ref)} is a blank node, and this KG offers no way to name a blank node in a query.",
+                "Read it through the entity that links to it: its content is shown inline there, and follow walks through it.",
+            )
+        try:
+            node = ox.BlankNode(ref[2:])
+        except ValueError:
+            raise InvalidInput(f"{quoted(ref)} is not a blank-node handle.", "Copy handles exactly as the tools show them.") from None
+        return self.blank_node(node.value)
+
     def parse_relation(self, ref: str) -> ox.NamedNode | None:
         """Like `parse`, but a bare word may also be a relation of the store's bare namespace."""
+        if ref.strip().startswith("_:"):
+            raise InvalidInput(f"{quoted(ref)} is a blank node, not a relation.", "Pass a relation id or label.")
         node = self.parse(ref)
         if node is not None:
             return ox.NamedNode(self.profile.relation_of(node.value))

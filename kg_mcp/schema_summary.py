@@ -64,6 +64,7 @@ def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKEN
         "ids": _ids(census),
         "hubs_scope": _hubs_scope(census, settings),
         "hubs": _hubs(census, settings),
+        "hierarchy": _hierarchy(census),
     }
     budget = tokens * CHARS_PER_TOKEN - len(template.render(**fields, relations="", relations_scope="", relations_rest=""))
     lines: list[str] = []
@@ -74,7 +75,7 @@ def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKEN
             break
         lines.append(line)
         room -= len(line) + 1
-    fields["relations"] = "\n".join(lines) or "- (none could be read at start: `get_relations` lists those around an entity)"
+    fields["relations"] = "\n".join(lines) or "- (none could be read at start: the tools list those around an entity)"
     fields["relations_scope"] = _relations_scope(census, len(lines))
     fields["relations_rest"] = _relations_rest(census, len(lines))
     text = template.render(**fields)
@@ -167,6 +168,27 @@ def _relations_rest(census: Census, shown: int) -> str:
     return (
         f"More: the relations around one entity are in its neighbourhood, and the `kg://schema` resource "
         f"lists the {listed:,} most used."
+    )
+
+
+# Relations that make a hierarchy (class, property, concept): follow walks them to any depth with rel+.
+HIERARCHY_RELATIONS = (
+    "http://www.w3.org/2000/01/rdf-schema#subClassOf",
+    "http://www.w3.org/2000/01/rdf-schema#subPropertyOf",
+    "http://www.w3.org/2004/02/skos/core#broader",
+    "http://www.w3.org/2004/02/skos/core#narrower",
+    "http://www.wikidata.org/prop/direct/P279",
+)
+
+
+def _hierarchy(census: Census) -> str:
+    """One sentence on transitive steps, when the KG has a hierarchy relation among those listed."""
+    found = next((r.id for r in census.relations if r.iri in HIERARCHY_RELATIONS), None)
+    if found is None:
+        return ""
+    return (
+        f"`{found}` makes a hierarchy: `follow` walks it to any depth with `{found}+` (every ancestor) "
+        f"or `~{found}+` (every descendant)."
     )
 
 

@@ -23,8 +23,19 @@ class Settings(BaseSettings):
     search_p: int = Field(1000, ge=1, le=100_000, description="rows shown for a filtered search")
     explore_limit: int = Field(100, ge=1, le=100_000, description="triples shown per relation by explore_kg")
     languages: list[str] = Field(["en", "mul"], description="label languages in order of preference")
-    max_cell_chars: int = Field(200, ge=20, description="longer values are cut in the markdown output")
-    max_output_chars: int = Field(60_000, ge=1000, description="hard cap on one tool's markdown output")
+    max_cell_chars: int = Field(
+        200, ge=20, description="a value longer than this is cut in the markdown output, ending in …[N of M chars]"
+    )
+    max_nested_chars: int = Field(
+        600, ge=100, description="a blank node's inline description ([ p v ; ... ], lists as ( a b )) is cut here"
+    )
+    max_output_chars: int = Field(
+        60_000, ge=1000, description="hard cap on one tool's markdown output (and, as JSON, on its structured content)"
+    )
+    max_value_chars: int = Field(
+        100_000, ge=1000,
+        description="search filtered to one property of one entity returns its values whole up to this many characters in all",
+    )
     degree_cap: int = Field(10_000, ge=1, description="degrees are counted up to this and shown as N+")
     count_cap: int = Field(
         100_000, ge=100, description="edge counts of a hub without load-time statistics stop here (shown as N+)"

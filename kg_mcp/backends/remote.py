@@ -13,8 +13,8 @@ from dataclasses import replace
 import pyoxigraph as ox
 
 from kg_mcp import __version__
-from kg_mcp.backends import text_search
-from kg_mcp.backends._queries import label_pattern_scan
+from kg_mcp.backends import blank_nodes, text_search
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
@@ -63,6 +63,39 @@ class RemoteBackend(SparqlBackend):
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
         self.names = None  # kg_mcp.backends.endpoint_names.EndpointNames, where a name index may be used
+        # How this engine lets a query name a blank node (kg_mcp.backends.blank_nodes): probed with
+        # the first blank node it returns that a tool would show; "" once no way was found.
+        self.blank_form: str | None = None
+        self.vocab.blank_node = self._blank_handle
+
+    def closure_edges(self, sources, predicate, direction, limit):
+        # One property-path query instead of a round trip per level (blank nodes cannot go in VALUES).
+        if not sources or any(isinstance(s, ox.BlankNode) for s in sources):
+            return None
+        return [(s["a"], s["b"]) for s in self._solutions(closure_edges(sources, predicate, direction, limit))]
+
+    # --- blank nodes ---------------------------------------------------------------------------------
+    def addresses_blank_nodes(self, example: ox.BlankNode | None = None, *, seen: bool = True) -> bool:
+        """`seen`: `example` came from the engine (a handle a caller typed may name no node, which
+        proves nothing about the engine)."""
+        if self.blank_form is None and example is not None:
+            found = blank_nodes.engine_form(self._boolean, example)
+            if found:
+                self.blank_form = found[0]
+                self._address_blanks(blank_nodes.endpoint_reader(self._solutions, found[1]))
+            elif seen:
+                self.blank_form = ""
+            log.info("endpoint %s: blank nodes %s", self.url, f"named by {found[0]}" if found else "cannot be named")
+        return self.blanks is not None
+
+    def _blank_handle(self, label: str) -> ox.BlankNode:
+        node = ox.BlankNode(label)
+        if not self.addresses_blank_nodes(node, seen=False):
+            raise InvalidInput(
+                f"_:{label} is a blank node, and this endpoint offers no way to name a blank node in a query.",
+                "Read it through the entity that links to it: its content is shown inline there, and follow walks through it.",
+            )
+        return node
 
     @property
     def use_entity_search(self) -> bool:

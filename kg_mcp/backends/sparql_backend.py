@@ -26,6 +26,7 @@ from kg_mcp.backends.base import (
     StoreStats,
     Term,
 )
+from kg_mcp.backends.blank_nodes import BlankNodes, is_blank
 from kg_mcp.backends.engine_answers import Solutions
 from kg_mcp.errors import InvalidInput, UnknownEntity, UnknownRelation
 from kg_mcp.ids import Vocabulary, check_text
@@ -95,6 +96,33 @@ class SparqlBackend(Backend):
         self.count_cap = settings.count_cap
         self._label_cache: dict[Term, str | None] = {}
         self._identifier_cache: dict[ox.NamedNode, bool] = {}  # property entity → marked as an identifier
+        # Answers about blank nodes (kg_mcp.backends.blank_nodes), where this KG can name them in a
+        # query; None where it cannot (then no query is ever sent with one).
+        self.blanks: BlankNodes | None = None
+
+    # --- blank nodes -----------------------------------------------------------------------------
+    def addresses_blank_nodes(self, example: ox.BlankNode | None = None) -> bool:
+        """Whether a blank node's handle (`_:label`) can be passed back to the tools; `example`, a
+        blank node this backend returned, lets an endpoint be probed for a way to name one."""
+        return self.blanks is not None
+
+    def read_blank_nodes(self, nodes: Sequence[ox.BlankNode]) -> None:
+        if self.blanks is not None:
+            self.blanks.read(nodes)
+
+    def _address_blanks(self, reader) -> None:
+        self.blanks = BlankNodes(reader, self.profile.is_hidden)
+        if self.vocab.blank_node is None:
+            self.vocab.blank_node = ox.BlankNode
+
+    def _blanks(self) -> BlankNodes:
+        """The blank-node answers; a blank node reaches a query only through them."""
+        if self.blanks is None:
+            raise InvalidInput(
+                "This KG offers no way to name a blank node in a query.",
+                "Read it through the entity that links to it: its content is shown inline there.",
+            )
+        return self.blanks
 
     # --- how queries run (subclasses) ------------------------------------------------------------
     @abstractmethod
@@ -135,6 +163,11 @@ class SparqlBackend(Backend):
 
     def _unknown(self, ref: str, message: str) -> UnknownEntity:
         """An UnknownEntity error that suggests entities with a similar name."""
+        if ref.startswith("_:"):
+            return UnknownEntity(
+                f"{clipped(ref)} is not a blank node of this KG.",
+                "Copy blank-node handles exactly as this server's tools show them.",
+            )
         local = ref.split(":", 1)[-1].replace("_", " ").strip()
         try:
             hits = self.find_entities(local, 5) if local else []
@@ -184,7 +217,15 @@ class SparqlBackend(Backend):
     def neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
     ) -> list[Neighbour]:
+        if is_blank(node):
+            return self._blanks().neighbours(node, direction, predicates, limit)
         rows, found = self._edges_with_labels(node, direction, predicates, limit)
+        if len(rows) >= limit and any(is_blank(r.value) for r in rows):
+            # Blank nodes never push named values out of a cut listing: the named ones are read
+            # first, blank ones fill what is left.
+            named, more = self._edges_with_labels(node, direction, predicates, limit, named_only=True)
+            found.update(more)
+            rows = (named + [r for r in rows if is_blank(r.value)])[:limit]
         # Labels came with the edges. Nodes without one in a preferred language are left to
         # labels(), which also looks in other languages.
         self._remember_labels(found)
@@ -193,12 +234,15 @@ class SparqlBackend(Backend):
         return rows
 
     def _edges_with_labels(
-        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int,
+        *, named_only: bool = False,
     ) -> tuple[list[Neighbour], dict]:
-        """Up to `limit` edges, and the best label in a preferred language (see `_consider_label`) of
-        `node` and of each neighbour that has one: one query."""
+        """Up to `limit` edges (only those to IRIs and literals if `named_only`), and the best label
+        in a preferred language (see `_consider_label`) of `node` and of each neighbour that has
+        one: one query."""
         query = q.neighbours(
-            self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages
+            self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages,
+            named_only=named_only,
         )
         rows: dict[tuple[Term, Term], Neighbour] = {}
         found: dict[Term, tuple[tuple[int, int], str]] = {}
@@ -244,7 +288,12 @@ class SparqlBackend(Backend):
     ) -> list[tuple[ox.NamedNode, Term]]:
         if not sources:
             return []
-        return [(s["s"], s["o"]) for s in self._solutions(q.step(sources, predicate, direction, limit))]
+        blank = [s for s in sources if is_blank(s)]
+        named = [s for s in sources if not is_blank(s)]
+        pairs = [(s["s"], s["o"]) for s in self._solutions(q.step(named, predicate, direction, limit))] if named else []
+        if blank:
+            pairs += self._blanks().step(blank, predicate, direction)[: max(0, limit - len(pairs))]
+        return pairs
 
     def identifier_predicates(self, predicates: Sequence[ox.NamedNode]) -> set[ox.NamedNode]:
         mark = self.profile.identifier_mark
@@ -258,6 +307,8 @@ class SparqlBackend(Backend):
         return {p for p, c in carrier.items() if self._identifier_cache.get(c)}
 
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
+        if is_blank(node):
+            return self.relation_counts(node, Direction.OUTGOING) + self.relation_counts(node, Direction.INCOMING)
         rows, own = self._relations_with_label(node)
         self._remember_labels(own)
         exact = sum(n for *_, n in rows) < self.count_cap
@@ -292,17 +343,25 @@ class SparqlBackend(Backend):
     def count_neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
     ) -> int:
+        if is_blank(node):
+            return self._blanks().count(node, direction, predicates)
         return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap))
 
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
+        if is_blank(node):
+            return self._blanks().relation_counts(node, direction)
         rows = [(s["p"], int(s["n"].value)) for s in self._solutions(q.relation_counts(self.profile, node, direction, self.count_cap))]
         exact = sum(n for _, n in rows) < self.count_cap
         return [RelationCount(p, direction, n, exact) for p, n in rows]
 
     def has_triple(self, subject: ox.NamedNode, predicate: ox.NamedNode, obj: Term) -> bool:
+        if is_blank(subject) or is_blank(obj):
+            return self._blanks().has_triple(subject, predicate, obj)
         return self._boolean(q.ask_triple(subject, predicate, obj))
 
     def exists(self, node: ox.NamedNode) -> bool:
+        if is_blank(node):
+            return self._blanks().exists(node)
         return self._boolean(q.ask_exists(node))
 
     # --- names -----------------------------------------------------------------------------------
@@ -329,7 +388,8 @@ class SparqlBackend(Backend):
             self._label_cache[node] = found[1] if isinstance(found, tuple) else found
 
     def descriptions(self, nodes: Sequence[ox.NamedNode]) -> dict[ox.NamedNode, str]:
-        return self._best_literals(list(dict.fromkeys(nodes)), self.profile.description_predicates)
+        named = [n for n in dict.fromkeys(nodes) if isinstance(n, ox.NamedNode)]
+        return self._best_literals(named, self.profile.description_predicates)
 
     def _consider_label(self, best: dict, node: Term, predicate: Term | None, literal: Term | None) -> None:
         """Keep `literal` as `node`'s label if it ranks better: preferred language, then predicate."""
@@ -370,7 +430,7 @@ class SparqlBackend(Backend):
             node = self.vocab.parse(name)
         except InvalidInput:
             node = None
-        if node is not None and self.exists(node):
+        if isinstance(node, ox.NamedNode) and self.exists(node):
             found[node] = ("id", 0)
         method, matches = self._name_matches(name, limit)
         recorded: dict[ox.NamedNode, int] = {}  # degrees a name index holds: no need to count them

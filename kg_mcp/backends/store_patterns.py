@@ -25,9 +25,11 @@ def edges(
     predicates: Sequence[ox.NamedNode] | None,
     hidden: Callable[[str], bool] | None,
     limit: int,
+    named_only: bool = False,
 ) -> list[tuple[ox.NamedNode, Term]]:
     """Up to `limit` (predicate, other end) pairs of `node`, only `predicates` if given (in their
-    order), else those `hidden` does not reject."""
+    order), else those `hidden` does not reject; only those whose other end is no blank node if
+    `named_only`."""
     found: list[tuple[ox.NamedNode, Term]] = []
     for predicate in dict.fromkeys(predicates) if predicates else [None]:
         if len(found) >= limit:
@@ -40,7 +42,10 @@ def edges(
             p = quad.predicate
             if hidden is not None and hidden(p.value):
                 continue
-            found.append((p, quad.object if outgoing else quad.subject))
+            other = quad.object if outgoing else quad.subject
+            if named_only and isinstance(other, ox.BlankNode):
+                continue
+            found.append((p, other))
             if len(found) >= limit:
                 break
     return found

@@ -99,7 +99,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             raise ToolError(str(error)) from None
         return CallToolResult(
             content=[TextContent(type="text", text=out.text)],
-            structured_content=bounded_data(out.data.model_dump(mode="json"), settings.max_output_chars),
+            structured_content=bounded_data(out.data.model_dump(mode="json"), out.limit_chars or settings.max_output_chars),
         )
 
     async def run(tool: Callable[..., ToolOutput], *args, heavy: bool = False) -> CallToolResult:
@@ -147,7 +147,10 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
         When there are more rows than fit and no filter is given, only the properties (with row
         counts) are listed: call again with properties_to_filter_for. Literal values (dates,
-        numbers, strings) have an empty label.
+        numbers, strings) have an empty label; a long one is cut, ending in …[N of M chars], and a
+        search filtered to that one property gives it whole. A blank node (a SHACL shape, an OWL
+        restriction, a list) shows its content in valueLabel, [ p v ; ... ] or ( a b c ); its
+        _: handle works in every tool.
 
         To read the same properties of several entities (every film of a director), pass them
         all in entities: one call instead of one per entity. limit caps the rows when a few will
@@ -162,7 +165,10 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         entity: Entity = "",
         path: Annotated[
             list[str],
-            Field(description="Relations to walk in order, ids or labels as search shows them; ~rel walks backwards."),
+            Field(
+                description="Relations to walk in order, ids or labels as search shows them; ~rel walks backwards; "
+                "rel+ repeats it one or more times, rel* zero or more (e.g. rdfs:subClassOf+, ~skos:broader*)."
+            ),
         ] = [],
         entities: Annotated[list[str], Field(description="Several start entities instead of entity.")] = [],
         paths: Annotated[
@@ -192,6 +198,12 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         call instead of a search per film. The size of each hop is reported; a hop that reaches
         too many entities stops the walk and says where. For "which A is both B and C", pass
         paths=[[B, rel...], [C, rel...]]: only entities reached by every path are returned.
+
+        A step written rel+ (one or more) or rel* (zero or more) walks a hierarchy to any depth, as
+        in SPARQL: every superclass is follow(entity=X, path=["rdfs:subClassOf+"]), every subclass
+        path=["~rdfs:subClassOf+"]; the new entities at each depth are counted. Blank nodes (SHACL
+        shapes, OWL restrictions, RDF lists) are walked through like any node: a SHACL shape's
+        classes are path=["sh:property", "sh:class"].
 
         Paths back through the start are left out by default: "directors of the films written by
         the writer of X" lists the directors of the writer's *other* films, not X's own director

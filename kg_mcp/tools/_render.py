@@ -19,6 +19,7 @@ from kg_mcp.backends import Backend
 from kg_mcp.backends.base import Term
 from kg_mcp.quoting import clipped
 from kg_mcp.settings import Settings
+from kg_mcp.tools._nested import Nested
 
 # A literal's text or a label in the structured content is cut here (the markdown cuts cells at
 # max_cell_chars): a KG value of megabytes must not ride along whole.
@@ -31,16 +32,27 @@ _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 class ToolOutput:
     text: str
     data: BaseModel
+    limit_chars: int | None = None  # the structured content's bound when not max_output_chars (values read whole)
 
 
 class TermOut(BaseModel):
-    """A node or literal as the app sees it: the compact id (or literal text) and its label."""
+    """A node or literal as the app sees it: the compact id (or literal text) and its label.
+
+    A blank node's id is its handle (`_:b12`), which every tool takes back, or "" where the KG
+    offers no way to name one; its label is its content, inline (`[ sh:path ex:p ; sh:minCount 1 ]`,
+    a list as `( ex:a ex:b )`)."""
 
     id: str
     label: str | None = None
     kind: str = "iri"  # iri, literal or blank
     datatype: str | None = None
     language: str | None = None
+    length: int | None = None  # a literal cut in `id`: its whole length in characters
+
+
+class Described(str):
+    """A blank node's inline description: bounded by its own limits (max_nested_chars), so a
+    table cell does not cut it again at max_cell_chars."""
 
 
 class Namer:
@@ -50,15 +62,30 @@ class Namer:
         self.backend = backend
         self.settings = settings
         self._labels: dict[Term, str] = {}
+        self.nested = Nested(backend, self.id, settings.max_nested_chars)
+        self.whole_chars = MAX_VALUE_CHARS  # a literal's text in the structured content is cut here
         self.add(terms)
 
     def add(self, terms: Iterable[Term]) -> None:
-        todo = [t for t in dict.fromkeys(terms) if isinstance(t, ox.NamedNode) and t not in self._labels]
+        terms = list(dict.fromkeys(terms))
+        todo = [t for t in terms if isinstance(t, ox.NamedNode) and t not in self._labels]
         if todo:
             self._labels.update(self.backend.labels(todo))
+        self.nested.add(t for t in terms if isinstance(t, ox.BlankNode))
 
     def label(self, term: Term) -> str | None:
+        """A node's label; a blank node's inline description where its handle is the id shown."""
+        if isinstance(term, ox.BlankNode):
+            return self.description(term) if self.blank_handles(term) else None
         return self._labels.get(term)
+
+    def description(self, term: ox.BlankNode) -> Described:
+        self.nested.add([term])
+        return Described(self.nested.text(term))
+
+    def blank_handles(self, example: ox.BlankNode) -> bool:
+        """Whether blank nodes are shown by their handle (the KG can name them in a query)."""
+        return self.nested.addressable(example)
 
     def id(self, term: Term) -> str:
         return self.backend.vocab.compact(term)
@@ -71,20 +98,28 @@ class Namer:
         in pydantic's compiled core: several times cheaper than building each model in Python."""
         if isinstance(term, ox.Literal):
             datatype = self.id(term.datatype) if not term.language else None
-            return {"id": clipped(term.value, MAX_VALUE_CHARS), "label": None, "kind": "literal", "datatype": datatype, "language": term.language}
+            cut = len(term.value) > self.whole_chars
+            return {
+                "id": clipped(term.value, self.whole_chars), "label": None, "kind": "literal", "datatype": datatype,
+                "language": term.language, "length": len(term.value) if cut else None,
+            }
         if isinstance(term, ox.BlankNode):
-            return {"id": self.id(term), "label": None, "kind": "blank", "datatype": None, "language": None}
+            handle = self.id(term) if self.blank_handles(term) else ""
+            return {"id": handle, "label": str(self.description(term)), "kind": "blank", "datatype": None, "language": None}
         label = self.label(term)
         return {"id": self.id(term), "label": clipped(label, MAX_VALUE_CHARS), "kind": "iri", "datatype": None, "language": None}
 
     def value_text(self, term: Term) -> str:
-        """What the markdown shows for a value: ids as ids, literals as their text (dates shortened)."""
+        """What the markdown shows for a value: ids as ids, literals as their text (dates shortened),
+        a blank node as its handle, or as its description where it has no handle."""
         if isinstance(term, ox.Literal):
             if term.datatype.value == _XSD_DATETIME:
                 match = _MIDNIGHT.match(term.value)
                 if match:
                     return match.group(1)
             return term.value
+        if isinstance(term, ox.BlankNode) and not self.blank_handles(term):
+            return self.description(term)
         return self.id(term)
 
     def predicate_label(self, predicate: ox.NamedNode) -> str:
@@ -96,6 +131,8 @@ class Namer:
         return re.split(r"[:/#]", compact.strip("<>"))[-1]
 
     def heading(self, node: ox.NamedNode) -> str:
+        if isinstance(node, ox.BlankNode):
+            return f"{self.id(node)} {self.description(node)}"
         label = self.label(node)
         return f"{self.id(node)} ({label})" if label else self.id(node)
 
@@ -147,14 +184,45 @@ def _lists(value, where: str):
             yield from _lists(item, f"{where}.{key}" if where else key)
 
 
+# How a cut value ends: what was shown of how much (`capped` adds how to read the rest).
+CUT_MARK = "…[{shown:,} of {total:,} chars]"
+_CUT_MARK = re.compile(r"…\[[\d,]+ of [\d,]+ chars\]")
+READ_WHOLE = (
+    "Values ending in …[N of M chars] are cut: search their entity with properties_to_filter_for=[their "
+    "property] (that one only) to read them whole."
+)
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text` within about `limit` characters; a cut one ends in CUT_MARK.
+
+    >>> cut_text("abcdefghij" * 3, 25)
+    'abcdefgh…[8 of 30 chars]'
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(1, limit - len(CUT_MARK.format(shown=limit, total=len(text))))
+    return text[:keep] + CUT_MARK.format(shown=keep, total=len(text))
+
+
 def cell(text: str | None, settings: Settings) -> str:
-    """One table cell: no pipes or newlines to break the table, at most max_cell_chars."""
+    """One table cell, at most max_cell_chars of the value (a blank node's description has its own
+    bound), cut as CUT_MARK says. Pipes are escaped, and so are line breaks, as `\\n`: a raw one would
+    end the table row, and a model reads `\\n` as the line break it is (a backslash of the value
+    itself is doubled, so the two never mix). HTML such as `<br>` would mix with the HTML that
+    published RDF puts in its comments."""
     if not text:
         return ""
-    # Most cells hold none of these: four scans for them cost less than four replacements.
-    if "\\" in text or "|" in text or "\n" in text or "\r" in text:
-        text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    return text if len(text) <= settings.max_cell_chars else clipped(text, settings.max_cell_chars)
+    limit = settings.max_nested_chars if isinstance(text, Described) else settings.max_cell_chars
+    # Most cells are short and hold nothing to escape: four scans cost less than the replacements.
+    if len(text) <= limit and not ("\\" in text or "|" in text or "\n" in text or "\r" in text):
+        return str(text)
+    shown = cut_text(text, limit)
+    mark = ""
+    if shown is not text:
+        shown, mark = shown[: shown.rindex("…[")], shown[shown.rindex("…[") :]
+    escaped = shown.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+    return escaped + mark
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str | None]], settings: Settings) -> str:
@@ -163,9 +231,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str | None]], settings
     return "\n".join(lines)
 
 
-def capped(text: str, settings: Settings, how_to_narrow: str) -> str:
-    """The whole output held to max_output_chars, cut at a line, and the cut said."""
-    return _cut(text, settings, how_to_narrow)[0]
+def capped(text: str, settings: Settings, how_to_narrow: str, *, limit: int | None = None, read_whole: bool = True) -> str:
+    """The whole output held to max_output_chars (or `limit`), cut at a line, and the cut said;
+    where values were cut, how to read them whole (unless not `read_whole`: they are given whole)."""
+    return _cut(text, settings, how_to_narrow, limit, read_whole)[0]
 
 
 def capped_table(
@@ -178,17 +247,18 @@ def capped_table(
     return text, max(0, min(len(rows), kept_lines - above))
 
 
-def _cut(text: str, settings: Settings, how_to_narrow: str) -> tuple[str, int]:
-    """The text within the cap and the number of its own lines kept."""
-    limit = settings.max_output_chars
+def _cut(text: str, settings: Settings, how_to_narrow: str, limit: int | None = None, read_whole: bool = True) -> tuple[str, int]:
+    """The text within the cap and the number of its own lines kept; a note on reading cut values whole."""
+    limit = limit or settings.max_output_chars
+    note = f"\n{READ_WHOLE}" if read_whole and _CUT_MARK.search(text) else ""
     total_lines = text.count("\n") + 1
-    if len(text) <= limit:
-        return text, total_lines
-    cut = text.rfind("\n", 0, limit - 300)
-    kept = text[: cut if cut > 0 else limit - 300]
+    if len(text) + len(note) <= limit:
+        return text + note, total_lines
+    cut = text.rfind("\n", 0, limit - 300 - len(note))
+    kept = text[: cut if cut > 0 else limit - 300 - len(note)]
     shown_lines = kept.count("\n") + 1
     notice = f"[Output cut at {limit} characters: {shown_lines} of {total_lines} lines shown. {how_to_narrow}]"
-    return f"{kept}\n\n{notice}", shown_lines
+    return f"{kept}{note}\n\n{notice}", shown_lines
 
 
 def plural(n: int, word: str) -> str:

@@ -40,6 +40,7 @@ from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural, table
 from kg_mcp.tools.follow_walk import (
     EDGES_PER_FRONTIER_ENTITY,
+    MAX_DEPTH,
     Branch,
     Step,
     Walk,
@@ -66,6 +67,9 @@ class BranchOut(BaseModel):
     starts: list[TermOut]
     path: list[str]
     sizes: list[int]  # distinct entities reached after each hop walked (paths through left-out entities dropped)
+    # Per hop, for a transitive step (rel+, rel*): the entities first reached at each depth ([] for other steps).
+    depths: list[list[int]] = []
+    depth_cut: list[int] = []  # transitive hops (1-based) that stopped at the depth bound with more below
     # The same sizes had the paths through left-out entities been kept; shorter than sizes when
     # those paths grew past the budget (from that hop on they were not counted).
     sizes_before_leave_out: list[int] = []
@@ -189,13 +193,16 @@ def _resolve_steps(backend: Backend, refs: list[str]) -> list[Step]:
         raise InvalidInput(f"At most {MAX_HOPS} relations in a path; got {len(refs)}.", "Split the walk into two calls.")
     steps = []
     for hop, ref in enumerate(refs, 1):
+        # rel+ and rel*, as in SPARQL property paths: the step repeated (kg_mcp.tools.follow_walk.closure)
+        repeat = ref.strip()[-1] if isinstance(ref, str) and ref.strip().endswith(("+", "*")) else ""
         try:
-            predicate, direction = backend.resolve_relation(ref)
+            predicate, direction = backend.resolve_relation(ref.strip()[:-1] if repeat else ref)
         except KGError as error:
             error.message = f"Hop {hop} of the path: {error.message}"
             raise
         name = backend.vocab.compact(predicate)
-        steps.append(Step(predicate, direction, name if direction is Direction.OUTGOING else f"~{name}"))
+        name = name if direction is Direction.OUTGOING else f"~{name}"
+        steps.append(Step(predicate, direction, name + repeat, repeat))
     return steps
 
 
@@ -213,10 +220,11 @@ def _render(
     namer.add(t for b in branches for t, _ in b.walk.heaviest)
     unchecked = [b for b in branches if b.walk.cut_at_hop and not b.checked_backwards]
     complete = not unchecked
-    order = sorted(ends, key=lambda t: (-ends[t], _sort_text(namer, t)))
+    # Blank nodes after the rest: they never push a named end entity out of the list.
+    order = sorted(ends, key=lambda t: (isinstance(t, ox.BlankNode), -ends[t], _sort_text(namer, t)))
     namer.add(order[:shown_cap])
     shown = order[:shown_cap] if complete else []
-    left_order = sorted(left_out or {}, key=lambda t: (-left_out[t], _sort_text(namer, t))) if complete else []
+    left_order = sorted(left_out or {}, key=lambda t: (isinstance(t, ox.BlankNode), -left_out[t], _sort_text(namer, t))) if complete else []
     namer.add(left_order[:LEFT_OUT_SHOWN])
     through = _through(branches, excluded)
 
@@ -243,6 +251,8 @@ def _render(
                 starts=[namer.out(s) for s in b.starts],
                 path=[s.name for s in b.steps],
                 sizes=b.walk.sizes,
+                depths=[b.walk.depths.get(hop, []) for hop in range(1, len(b.walk.sizes) + 1)],
+                depth_cut=b.walk.depth_cut,
                 sizes_before_leave_out=b.walk.sizes_all,
                 cut_at_hop=b.walk.cut_at_hop,
                 cut_edges=b.walk.cut_edges,
@@ -279,6 +289,7 @@ def _branch_line(namer: Namer, b: Branch, through: str) -> str:
     if b.checked_backwards:
         return f"- {starts} → {walked}: too big to walk forwards; checked backwards from the other paths' entities"
     line = f"- {starts} → {walked}: entities after each hop " + " → ".join(f"{n:,}" for n in b.walk.sizes)
+    line += _depths_text(b)
     if b.walk.cut_at_hop:
         return line
     if b.walk.aside_lost_at:
@@ -287,6 +298,19 @@ def _branch_line(namer: Namer, b: Branch, through: str) -> str:
         before = " → ".join(f"{n:,}" for n in b.walk.sizes_all)
         line += f" (before leaving out the paths {through}: {before})"
     return line
+
+
+def _depths_text(b: Branch) -> str:
+    """The entities each transitive step first reached at each depth: " (rdfs:subClassOf+ by depth: 3, 7, 6)"."""
+    parts = []
+    for hop, depths in sorted(b.walk.depths.items()):
+        if hop > len(b.walk.sizes):
+            continue
+        cut = f"; stopped at depth {MAX_DEPTH}, there may be more below" if hop in b.walk.depth_cut else ""
+        counts = ", ".join(f"{n:,}" for n in depths) or "no"
+        where = f" at depths 1 to {len(depths)}" if len(depths) > 1 else " at depth 1" if depths else ""
+        parts.append(f"{b.steps[hop - 1].name}: {counts} new entities{where}{cut}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _left_out_lines(
@@ -309,7 +333,7 @@ def _left_out_lines(
         else 'Pass exclude_through="none" to keep them.' if starts else "Call without exclude to keep them."
     )
     shown = order[:LEFT_OUT_SHOWN]
-    names = ", ".join(cell(namer.heading(t) if isinstance(t, ox.NamedNode) else namer.value_text(t), settings) for t in shown)
+    names = ", ".join(cell(namer.heading(t) if not isinstance(t, ox.Literal) else namer.value_text(t), settings) for t in shown)
     more = f" and {len(order) - len(shown):,} more" if len(order) > len(shown) else ""
     return [f"Left out: {plural(len(order), 'end entity')} reached only by paths {through}: {names}{more}. {keep}"]
 
@@ -342,7 +366,7 @@ def _empty_text(backend: Backend, namer: Namer, branches: list[Branch], through:
                 return f"No entity at hop {hop} ({b.steps[hop - 1].name}) other than by paths {through}."
             text = f"No entity at hop {hop} ({b.steps[hop - 1].name}): the entities reached before it have no such edge."
             sample = b.walk.dead_end
-            if isinstance(sample, ox.NamedNode):
+            if sample is not None:
                 counts = backend.relations_around(sample)
                 namer.add([sample])
                 names = [(namer.id(c.predicate) if c.direction is Direction.OUTGOING else f"~{namer.id(c.predicate)}") for c in counts]

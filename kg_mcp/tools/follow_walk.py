@@ -14,17 +14,30 @@ from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 
 EDGES_PER_FRONTIER_ENTITY = 5  # a hop's edge budget is this many times the frontier cap
+MAX_DEPTH = 25  # levels a transitive step (rel+, rel*) walks at most
 
 
 @dataclass
 class Step:
     predicate: ox.NamedNode
     direction: Direction
-    name: str  # as the model wrote it, resolved: rel or ~rel
+    name: str  # as the model wrote it, resolved: rel or ~rel, with its + or *
+    repeat: str = ""  # "+": one or more times, "*": zero or more times (SPARQL property paths)
 
     def reversed(self) -> Step:
         back = Direction.INCOMING if self.direction is Direction.OUTGOING else Direction.OUTGOING
-        return Step(self.predicate, back, self.name[1:] if self.name.startswith("~") else f"~{self.name}")
+        return Step(self.predicate, back, self.name[1:] if self.name.startswith("~") else f"~{self.name}", self.repeat)
+
+
+@dataclass
+class Hop:
+    """What one step reached: distinct (source, target) pairs, and for a transitive step the
+    entities first reached at each depth and whether it stopped at MAX_DEPTH with more below."""
+
+    pairs: list[tuple[Term, Term]]
+    over: bool = False  # more pairs than the budget: the walk stops here
+    depths: list[int] = field(default_factory=list)
+    depth_cut: bool = False
 
 
 @dataclass
@@ -36,6 +49,8 @@ class Walk:
 
     reached: dict[Term, Counter] = field(default_factory=dict)
     sizes: list[int] = field(default_factory=list)
+    depths: dict[int, list[int]] = field(default_factory=dict)  # hop -> entities first reached at each depth
+    depth_cut: list[int] = field(default_factory=list)  # hops that stopped at MAX_DEPTH with more below
     cut_at_hop: int = 0
     cut_edges: int = 0
     heaviest: list[tuple[Term, int]] = field(default_factory=list)  # sources with most edges at the cut
@@ -84,13 +99,18 @@ def walk_steps(
             walk.cut_at_hop, walk.out_of_time = hop, True
             return walk
         last = hop == len(steps)
-        sources = _sources(walk.reached, step)
-        pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1) if sources else []
+        sources = _sources(backend, walk.reached, step)
+        result = one_hop(backend, sources, step, edge_cap, deadline, drop)
+        pairs = result.pairs
+        if step.repeat:
+            walk.depths[hop] = result.depths
+            if result.depth_cut:
+                walk.depth_cut.append(hop)
         nxt: dict[Term, Counter] = {}
         for source, target in pairs[:edge_cap]:
             nxt.setdefault(target, Counter()).update(walk.reached[source])
         moved = {t: nxt.pop(t) for t in drop & nxt.keys()} if drop and (drop_at_end or not last) else {}
-        if len(pairs) > edge_cap or (len(nxt) > frontier_cap and not last):
+        if result.over or (len(nxt) > frontier_cap and not last):
             walk.cut_at_hop = hop
             walk.cut_edges = min(len(pairs), edge_cap)
             walk.heaviest = Counter(s for s, _ in pairs[:edge_cap]).most_common(3)
@@ -102,7 +122,7 @@ def walk_steps(
         if not walk.aside_lost_at:
             walk.sizes_all.append(len(nxt.keys() | walk.aside.keys()))
         if not nxt and not moved and walk.dead_end is None:
-            walk.dead_end = next((t for t in sources if isinstance(t, ox.NamedNode)), None)
+            walk.dead_end = next((t for t in sources if not isinstance(t, ox.Literal)), None)
         if not nxt and not walk.aside:
             return walk
     return walk
@@ -117,13 +137,13 @@ def _step_aside(
         return
     edge_cap = frontier_cap * EDGES_PER_FRONTIER_ENTITY
     nxt: dict[Term, Counter] = {}
-    sources = _sources(walk.aside, step)
+    sources = _sources(backend, walk.aside, step)
     if sources:
-        pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1) if time.monotonic() <= deadline else None
-        if pairs is None or len(pairs) > edge_cap:
+        result = one_hop(backend, sources, step, edge_cap, deadline) if time.monotonic() <= deadline else None
+        if result is None or result.over:
             walk.aside_lost_at, walk.aside = hop, {}
             return
-        for source, target in pairs:
+        for source, target in result.pairs:
             nxt.setdefault(target, Counter()).update(walk.aside[source])
     for term, paths in moved.items():
         nxt.setdefault(term, Counter()).update(paths)
@@ -133,11 +153,81 @@ def _step_aside(
     walk.aside = nxt
 
 
-def _sources(reached: dict[Term, Counter], step: Step) -> list[Term]:
-    """The terms a hop can walk from: no blank nodes, and literals only backwards."""
+def one_hop(
+    backend: Backend, sources: list[Term], step: Step, edge_cap: int, deadline: float, drop: frozenset[Term] = frozenset()
+) -> Hop:
+    """The distinct (source, target) pairs of one step, at most `edge_cap` (`over` past it)."""
+    if not sources:
+        return Hop([])
+    if not step.repeat:
+        pairs = backend.step(sources, step.predicate, step.direction, edge_cap + 1)
+        return Hop(pairs, over=len(pairs) > edge_cap)
+    return closure(backend, sources, step, edge_cap, deadline, drop)
+
+
+def closure(
+    backend: Backend, sources: list[Term], step: Step, edge_cap: int, deadline: float, drop: frozenset[Term] = frozenset()
+) -> Hop:
+    """A transitive step, breadth first to MAX_DEPTH: each source paired once with every entity
+    it reaches (itself too, for `*`). The walk does not go on through a left-out entity (`drop`).
+
+    An endpoint hands over the edges among everything reachable in one property-path query
+    (`Backend.closure_edges`); elsewhere each depth is one `Backend.step` of the new frontier."""
+    graph: dict[Term, list[Term]] | None = None
+    edges = backend.closure_edges(sources, step.predicate, step.direction, edge_cap + 1)
+    if edges is not None:
+        if len(edges) > edge_cap:
+            return Hop(edges, over=True)
+        graph = {}
+        for a, b in edges:
+            graph.setdefault(a, []).append(b)
+    reach: dict[Term, set[Term]] = {s: {s} for s in sources} if step.repeat == "*" else {}
+    seen: set[Term] = set(reach)
+    frontier: dict[Term, set[Term]] = {s: {s} for s in sources}
+    hop = Hop([])
+    pairs = len(reach)
+    for _ in range(MAX_DEPTH):
+        walkable = [t for t in frontier if t not in drop or t in sources]
+        walkable = _sources(backend, dict.fromkeys(walkable), step)
+        if not walkable:
+            frontier = {}
+            break
+        if graph is not None:
+            found = [(a, b) for a in walkable for b in graph.get(a, ())]
+        elif time.monotonic() > deadline:
+            return Hop([], over=True)
+        else:
+            found = backend.step(walkable, step.predicate, step.direction, edge_cap + 1)
+            if len(found) > edge_cap:
+                return Hop(found, over=True)
+        nxt: dict[Term, set[Term]] = {}
+        for a, b in found:
+            for origin in frontier[a]:
+                if origin not in reach.setdefault(b, set()):
+                    reach[b].add(origin)
+                    nxt.setdefault(b, set()).add(origin)
+                    pairs += 1
+        if pairs > edge_cap:
+            return Hop([(s, t) for t, origins in reach.items() for s in origins], over=True)
+        hop.depths.append(len(nxt.keys() - seen))
+        seen |= nxt.keys()
+        frontier = nxt
+        if not frontier:
+            break
+    hop.depth_cut = bool(frontier)
+    while hop.depths and hop.depths[-1] == 0:
+        hop.depths.pop()
+    hop.pairs = [(s, t) for t, origins in reach.items() for s in origins]
+    return hop
+
+
+def _sources(backend: Backend, reached: dict[Term, Counter], step: Step) -> list[Term]:
+    """The terms a hop can walk from: literals only backwards, blank nodes where the backend can
+    name them in a query."""
     return [
         t for t in reached
-        if not isinstance(t, ox.BlankNode) and (not isinstance(t, ox.Literal) or step.direction is Direction.INCOMING)
+        if (not isinstance(t, ox.Literal) or step.direction is Direction.INCOMING)
+        and (not isinstance(t, ox.BlankNode) or backend.addresses_blank_nodes(t))
     ]
 
 

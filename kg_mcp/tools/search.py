@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
+import pyoxigraph as ox
 from pydantic import BaseModel
 
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
 from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, plural, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, cut_text, plural, table
 
 MAX_FILTERS = 50
 
@@ -88,6 +89,7 @@ def search(
     if not rows:
         backend.require(node, entity)
     total = len(rows)
+    rows = sorted(rows, key=lambda r: isinstance(r.value, ox.BlankNode))  # a limit cuts blank nodes first
     return _rows_view(backend, settings, node, way, rows[: row_limit or total], total=total, filtered=False, limited=bool(row_limit))
 
 
@@ -132,7 +134,10 @@ def _filtered(
     if not rows:
         return _no_rows(backend, settings, node, way, predicates, ref)
     exact = total < backend.count_cap
-    return _rows_view(backend, settings, node, way, rows, total=total, filtered=True, exact=exact, limited=bool(row_limit))
+    return _rows_view(
+        backend, settings, node, way, rows, total=total, filtered=True, exact=exact, limited=bool(row_limit),
+        whole=len(predicates) == 1,
+    )
 
 
 def _rows_view(
@@ -146,8 +151,15 @@ def _rows_view(
     filtered: bool,
     exact: bool = True,
     limited: bool = False,
+    whole: bool = False,
 ) -> ToolOutput:
+    """The rows as a table; with `whole` (one property of one entity), the values the table cuts
+    follow it whole, up to max_value_chars in all."""
+    # Blank nodes after the rest: the output's own cap never cuts a named row before them.
+    rows = sorted(rows, key=lambda r: isinstance(r.value, ox.BlankNode))
     namer = Namer(backend, settings, [node])
+    if whole:
+        namer.whole_chars = settings.max_value_chars
     namer.add(t for r in rows for t in (r.predicate, r.value))
     namer.add(t for r in rows for qual in r.qualifiers for t in (qual.predicate, qual.value))
     out_rows = [
@@ -172,7 +184,8 @@ def _rows_view(
         head += f". The entity has no {way.value} edges; try the other direction."
     md_rows = [(o["property"], o["propertyLabel"], namer.value_text(r.value), value_label(namer, r)) for r, o in zip(rows, out_rows)]
     text = head + "\n" + table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings)
-    text = capped(text, settings, "Filter for fewer properties to see less at once.")
+    tail = whole_values([r.value for r in rows], settings) if whole else ""
+    text = capped(text, settings, "Filter for fewer properties to see less at once.", read_whole=not tail) + tail
     data = SearchResult.model_validate(
         {
             "entity": namer.term(node),
@@ -185,7 +198,25 @@ def _rows_view(
             "total_exact": exact,
         }
     )
-    return ToolOutput(text, data)
+    return ToolOutput(text, data, settings.max_output_chars + settings.max_value_chars if whole else None)
+
+
+def whole_values(values: list, settings: Settings) -> str:
+    """The literals a table cell cut, whole and as they are (line breaks kept), after the table:
+    at most max_value_chars characters in all, any further cut said where it is."""
+    long = [(i, v) for i, v in enumerate(values, 1) if isinstance(v, ox.Literal) and len(v.value) > settings.max_cell_chars]
+    if not long:
+        return ""
+    room = settings.max_value_chars
+    parts = [f"\n\nWhole values of the {plural(len(long), 'row')} cut above:"]
+    for row, value in long:
+        if room <= 0:
+            parts.append(f"(rows from {row} on are left out: more than max_value_chars = {settings.max_value_chars:,} characters in all)")
+            break
+        text = value.value if len(value.value) <= room else cut_text(value.value, room)
+        room -= len(text)
+        parts.append(f"--- row {row}, {len(value.value):,} characters ---\n{text}")
+    return "\n".join(parts)
 
 
 def value_label(namer: Namer, row: Neighbour) -> str:

@@ -56,8 +56,9 @@ def _nodes(backend: Backend, refs: list[str]) -> list[tuple[str, ox.NamedNode]]:
 
 def _in_order(rows: list[Neighbour]) -> list[Neighbour]:
     # Engines return rows in their own index order; one order makes a batch read (and cut) the
-    # same on every engine, and keeps an entity's rows of one property together.
-    return sorted(rows, key=lambda r: (str(r.predicate), str(r.value)))
+    # same on every engine, and keeps an entity's rows of one property together. Blank nodes come
+    # last: a cut never leaves out a named value for them.
+    return sorted(rows, key=lambda r: (isinstance(r.value, ox.BlankNode), str(r.predicate), str(r.value)))
 
 
 def search_many(

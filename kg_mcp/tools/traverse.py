@@ -166,7 +166,9 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
     best: dict[str, Candidate] = {}
     for i in _ranked(view, tree.question):
         edge = view.edges[i]
-        if not isinstance(edge.value, ox.NamedNode) or edge.value == node:
+        if isinstance(edge.value, ox.Literal) or edge.value == node:
+            continue
+        if isinstance(edge.value, ox.BlankNode) and not namer.blank_handles(edge.value):
             continue
         value_id = namer.id(edge.value)
         if value_id not in best:
@@ -184,7 +186,8 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
 
 def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:
     namer, node, edges = view.namer, view.node, view.edges
-    order = _ranked(view, tree.question)[:k]
+    # Blank nodes after the rest (in rank order): they never push a named triple out of the top k.
+    order = sorted(_ranked(view, tree.question), key=lambda i: isinstance(edges[i].value, ox.BlankNode))[:k]
     entity_id = namer.id(node)
     path_ids = tree.path(entity_id)
     this = namer.out(node)
@@ -307,8 +310,9 @@ def _label_text(namer: Namer, term: Term) -> str:
 
 
 def _shown(namer: Namer, term: Term) -> str:
-    """An entity as `Label [id]` (just the id without a label); a literal as its text."""
-    if isinstance(term, ox.NamedNode):
+    """An entity as `Label [id]` (just the id without a label), a blank node as `[ its content ] [handle]`;
+    a literal as its text."""
+    if not isinstance(term, ox.Literal):
         label = namer.label(term)
         return f"{label} [{namer.id(term)}]" if label else namer.id(term)
     return namer.value_text(term)
