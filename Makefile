@@ -4,6 +4,7 @@
 #                (5-6 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
 #   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
 #   make docs    build the documentation site strictly into site/ (a broken link or a missing page fails)
+#   make docs-pages   rewrite the generated parts of docs/ pages (tool outputs, command help, settings)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,7 +13,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
 
-.PHONY: serve test test-packaging install install-test install-docs docs
+.PHONY: serve test test-packaging install install-test install-docs docs docs-pages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,10 @@ install-test: $(BIN)/python
 	@command -v virtuoso-t >/dev/null && command -v isql-vt >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq virtuoso-opensource; \
 	else echo "The tests need Virtuoso: sudo apt-get install virtuoso-opensource (Debian/Ubuntu)"; exit 1; fi; }
+	@# the team deployment runs nginx from deploy/nginx/kg-mcp.conf in front of replicas and Redis (tests/test_deploy.py)
+	@command -v nginx >/dev/null && command -v redis-server >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx redis-server; \
+	else echo "The tests need nginx and Redis: sudo apt-get install nginx redis-server (Debian/Ubuntu)"; exit 1; fi; }
 	@# the MCP TypeScript SDK client and the MCP Bundle CLI, from npm into .npm-tools/ (tests/test_ts_sdk.py, test_bundle.py)
 	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
@@ -47,9 +52,14 @@ test: install-test
 test-packaging: install-test
 	$(BIN)/python -m pytest -q tests/packaging $(ARGS)
 
-# The site's tool outputs are made from the demo KG while it builds (docs/hooks/), so it needs the package.
+# The pages' generated parts are made from the demo KG and the commands (docs-pages), so it needs the package.
 install-docs: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[docs]"
 
 docs: install-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The generated parts of the docs pages (tool outputs, command help, settings), written into the
+# committed pages; tests/test_docs.py fails when a page is stale.
+docs-pages: install-docs
+	$(BIN)/python docs/scripts/reference_pages.py

@@ -7,6 +7,7 @@
     python -m bench --only scale --scale-reuse   the tools again, on the stores that run left
     python -m bench --only scale-virtuoso --scale-sizes 10M   the same KG in a private Virtuoso (1M quick)
     python -m bench --only hostile   hostile clients against one shared HTTP server (bench/hostile.py; minutes)
+    python -m bench --only sparql    the sparql tool's check cost and its memory on large endpoint answers
 
 Each ratio is ours / a baseline measured in the same run (the machine is shared and noisy);
 the synthetic data is seeded and kept in the work folder between runs.
@@ -21,13 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from bench import agent_measures, hostile, protocol_measures, remote_tls, scale_measures, store_measures
+from bench import agent_measures, hostile, protocol_measures, remote_tls, scale_measures, sparql_measures, store_measures
 from bench.common import Row, print_table, triples_count
 from bench.scale_virtuoso import scale_virtuoso
 
 SIZES = {
-    "quick": dict(hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, tls_calls=8, scale=[1_000_000], scale_calls=50),
-    "full": dict(hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, tls_calls=40, scale=[1_000_000, 10_000_000, 100_000_000], scale_calls=200),
+    "quick": dict(sparql_checks=40, literal_rows=1_500, hub=60_000, repeats=5, samples=60, per_hop=15, load=300_000, load_hub=60_000, cap=20_000, calls=60, clients=16, seconds=5.0, questions=8, tls_calls=8, scale=[1_000_000], scale_calls=50),
+    "full": dict(sparql_checks=300, literal_rows=20_000, hub=1_000_000, repeats=7, samples=300, per_hop=200, load=5_000_000, load_hub=1_000_000, cap=100_000, calls=300, clients=16, seconds=30.0, questions=40, tls_calls=40, scale=[1_000_000, 10_000_000, 100_000_000], scale_calls=200),
 }
 
 
@@ -35,7 +36,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI")
     parser.add_argument(
-        "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,scale,scale-virtuoso,hostile"
+        "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,sparql,scale,scale-virtuoso,hostile"
     )
     parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 or 1M,10M (default by mode)")
     parser.add_argument(
@@ -77,6 +78,8 @@ def main() -> int:
         rows += protocol_measures.http_throughput(args.work, size["clients"], size["seconds"])
     if wanted("agent"):
         rows += agent_measures.agent_overhead(args.work, size["questions"])
+    if wanted("sparql"):
+        rows += sparql_measures.sparql_survey(args.work, size["sparql_checks"], size["literal_rows"], size["seconds"])
     if "scale" in only:  # an hour or more in full mode: only when asked for
         rows += scale_measures.scale_survey(args.work, size["scale"], size["scale_calls"], reuse=args.scale_reuse)
     if "scale-virtuoso" in only:  # minutes at 10M: only when asked for; one size, the largest given

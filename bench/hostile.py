@@ -1,14 +1,22 @@
-"""Hostile clients against one shared `kg-mcp serve --transport http` (issue 21), each attack on a
-fresh server over the MetaQA store: what it costs the other clients, measured against the same
-server's figures before the attack (light calls' latency, RSS, log size).
+"""Hostile clients against one shared `kg-mcp serve --transport http` (issues 21 and 31), each
+attack on a fresh server over the MetaQA store: what it costs the other clients, measured against
+the same server's figures before the attack (light calls' latency, RSS, log size) and, for issue
+31's, against its bar: a bystander (another caller) served within 2 s p99.
 
     python -m bench --only hostile [--quick]
     python -m bench.hostile --quick --attacks smuggle,sessions --server-python-path /tmp/before
 
-Attacks: smuggle (SERVICE hidden behind comment line ends, to a loopback canary), kgr (40 long
+Issue 21: smuggle (SERVICE hidden behind comment line ends, to a loopback canary), kgr (40 long
 kgr_search questions at once), verify (8 clients calling a heavy verify), halfopen (connections
 that never finish their headers), sessions (one client opening sessions and never closing them),
 memory (a cross-product SPARQL query), small (X-Forwarded-For, Origin, object ids, long names).
+Issue 31 (bench/hostile_shares.py, bench/hostile_wire.py): glued (SERVICE:x to a canary through
+an endpoint), burst (10 sparql calls at once on fresh servers), endpoint_rss (an endpoint answer
+of 15 KB literals), endpoint_threads (45 slow endpoint sparql calls at once), workers (one client's
+4 sessions of endless local queries), traversal (130 fresh kgr_search session names), nonreading
+(connections that never read their response), addresses (16 addresses x 64 sessions), bodies (4 MB
+calls of unknown keys, an 80k-ping batch, 1.3M empty claims), parse (16 clients of a parse-heavy
+query), stats (kg://stats read in a loop), literal (a 168 MB literal built in a query worker).
 Bounded in time and count, loopback only; every server, worker and socket is stopped at the end.
 """
 
@@ -24,6 +32,8 @@ from bench.common import Row, print_table
 from bench.hostile_calls import kgr, memory, smuggle, verify
 from bench.hostile_network import halfopen, sessions, small
 from bench.hostile_rig import SERVER_PATH_ENV, load
+from bench.hostile_shares import burst, endpoint_rss, endpoint_threads, glued, literal, parse, stats, traversal, workers
+from bench.hostile_wire import addresses, bodies, nonreading
 from bench.store_measures import metaqa_store
 
 SIZES = {
@@ -35,6 +45,11 @@ SIZES = {
         "sockets": 300,
         "sessions": 500,
         "window_s": 30.0,
+        "share_s": 15.0,
+        "slow_s": 10.0,
+        "servers": 2,
+        "rss_rows": 5_000,
+        "nonreading_per_client": 40,
     },
     "full": {
         "light": 60,
@@ -44,6 +59,11 @@ SIZES = {
         "sockets": 1_500,
         "sessions": 10_000,
         "window_s": 30.0,
+        "share_s": 30.0,
+        "slow_s": 20.0,
+        "servers": 5,
+        "rss_rows": 20_000,
+        "nonreading_per_client": 40,
     },
 }
 
@@ -55,7 +75,24 @@ ATTACKS = {
     "sessions": sessions,
     "memory": memory,
     "small": small,
+    "glued": glued,
+    "burst": burst,
+    "endpoint_rss": endpoint_rss,
+    "endpoint_threads": endpoint_threads,
+    "workers": workers,
+    "traversal": traversal,
+    "nonreading": nonreading,
+    "addresses": addresses,
+    "bodies": bodies,
+    "parse": parse,
+    "stats": stats,
+    "literal": literal,
 }
+SYNC = {"halfopen", "nonreading"}  # attacks with blocking sockets, not coroutines
+
+
+ISSUE_31 = ["glued", "burst", "endpoint_rss", "endpoint_threads", "workers", "traversal", "nonreading", "addresses",
+            "bodies", "parse", "stats", "literal"]
 
 
 def hostile_survey(work: Path, mode: str, attacks: list[str] | None = None) -> list[Row]:
@@ -64,7 +101,10 @@ def hostile_survey(work: Path, mode: str, attacks: list[str] | None = None) -> l
     for name in attacks or list(ATTACKS):
         attack = ATTACKS[name]
         started = time.perf_counter()
-        result = attack(store, work, size) if name == "halfopen" else asyncio.run(attack(store, work, size))
+        try:
+            result = attack(store, work, size) if name in SYNC else asyncio.run(attack(store, work, size))
+        except Exception as error:  # noqa: BLE001 - one attack's failure is a row, the others still run
+            result = [Row(f"{name}: the attack failed", 1, 1, "", "<= 0", f"{type(error).__name__}: {str(error)[:300]}")]
         rows += result
         print(f"hostile {name}: {time.perf_counter() - started:.0f} s, {load()}", flush=True)
     return rows
@@ -73,7 +113,8 @@ def hostile_survey(work: Path, mode: str, attacks: list[str] | None = None) -> l
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller attacks (seconds each)")
-    parser.add_argument("--attacks", default="", help=f"comma-separated, of: {','.join(ATTACKS)}")
+    parser.add_argument("--attacks", default="", help=f"comma-separated, of: {','.join(ATTACKS)}; or issue31 for "
+                        "that issue's")
     parser.add_argument(
         "--server-python-path", help=f"serve the kg_mcp package in this folder (sets {SERVER_PATH_ENV})"
     )
@@ -90,7 +131,8 @@ def main() -> int:
     mode = "quick" if args.quick else "full"
     SIZES[mode]["sessions"] = args.sessions or SIZES[mode]["sessions"]
     started, load_at_start = time.perf_counter(), load()
-    rows = hostile_survey(args.work, mode, list(filter(None, args.attacks.split(","))))
+    names = [n for part in args.attacks.split(",") if part for n in (ISSUE_31 if part == "issue31" else [part])]
+    rows = hostile_survey(args.work, mode, names)
     print_table(
         rows,
         f"kg-mcp hostile bench, {mode} mode, {time.perf_counter() - started:.0f} s, {os.cpu_count()} cores, {load_at_start} at start",

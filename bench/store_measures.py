@@ -226,13 +226,13 @@ def remote_hub(work: Path, hub_store: Path, hub_edges: int, cap: int, repeats: i
         settings = Settings(count_cap=cap, timeout_s=30)
         backend = open_endpoint(url, profile="generic", settings=settings)
         issued: list[str] = []
-        fetch = backend._fetch
+        fetch = backend._answer
 
-        def recording(query: str) -> bytes:
+        def recording(query: str, *args, **kwargs):
             issued.append(query)
-            return fetch(query)
+            return fetch(query, *args, **kwargs)
 
-        backend._fetch = recording
+        backend._answer = recording
         distinct = f"SELECT DISTINCT ?p WHERE {{ ?s ?p <{HUB}> }}"
         base, ours = paired_medians(
             lambda i: fetch(distinct), lambda i: search(backend, settings, f"<{HUB}>", "incoming"), repeats, warmup=1

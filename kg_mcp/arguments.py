@@ -34,6 +34,7 @@ from kg_mcp.tools.sparql import MAX_QUERY_CHARS
 from kg_mcp.tools.verify import MAX_CLAIMS
 
 _DROPPED_KEYS = ("title", "$defs", "definitions")
+_NAMED_UNKNOWN = 20  # unknown arguments named in an error; the rest are counted
 
 
 def portable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -211,13 +212,33 @@ class ToolArguments:
         ...
         kg_mcp.arguments.ArgumentError: search: unknown argument 'sideways'; the arguments are 'entity' and 'direction'.
         """
+        if self._closed:
+            self._refuse_unknown(arguments)
         problem = _too_big(self.tool, arguments, self.schema, "")
         if problem:
             raise ArgumentError(f"{self.tool}: {problem}")
-        arguments = {k: v for k, v in arguments.items() if v is not None or k in self._required}
-        if self._closed and not arguments.keys() <= self._known:
-            self.explain(arguments)
-        return arguments
+        return {k: v for k, v in arguments.items() if v is not None or k in self._required}
+
+    def _refuse_unknown(self, arguments: dict[str, Any]) -> None:
+        """ArgumentError naming the unknown arguments, if any. The scan stops after the first few it
+        names: a call with 300,000 unknown keys costs what a call with 20 does (the count is the
+        arguments less the known ones present, which needs no scan)."""
+        if len(arguments) <= len(self._known) and arguments.keys() <= self._known:
+            return
+        unknown: list[str] = []
+        for key in arguments:
+            if key not in self._known:
+                unknown.append(key)
+                if len(unknown) == _NAMED_UNKNOWN:
+                    break
+        if not unknown:
+            return
+        count = len(arguments) - sum(key in arguments for key in self._known)
+        shown = [quoted(key) for key in unknown] + ([f"{count - len(unknown):,} more"] if count > len(unknown) else [])
+        names = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+        raise ArgumentError(
+            f"{self.tool}: unknown argument{'s' * (count > 1)} {names}; the arguments are {_names(self.schema['properties'], 'and')}."
+        )
 
     def explain(self, arguments: dict[str, Any]) -> None:
         """Raise ArgumentError for the first problem with `arguments`; return if the schema finds none.

@@ -10,6 +10,9 @@ in-process use.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -57,3 +60,24 @@ def caller_of(request) -> Caller:
         return Caller(f"sub:{token.subject}", token.subject, token.client_id, address, frozenset(token.scopes))
     scopes = frozenset(token.scopes) if token is not None else frozenset()
     return Caller(address_key(address), None, token.client_id if token else None, address, scopes)
+
+
+# The caller of the tool call being served, set by the server around each call (KGServer.call_tool)
+# and read by the lanes and the traversal store several layers down; anyio runs a worker thread in
+# a copy of the caller's context, so it follows the call there. Outside a call: the local client.
+_current: ContextVar[Caller] = ContextVar("kg_mcp_caller", default=LOCAL)
+
+
+def current() -> Caller:
+    """The caller of the call being served (LOCAL outside a call)."""
+    return _current.get()
+
+
+@contextmanager
+def calling_as(caller: Caller) -> Iterator[None]:
+    """Serve the body as `caller`'s call."""
+    token = _current.set(caller)
+    try:
+        yield
+    finally:
+        _current.reset(token)

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable
+
+import anyio
 
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
@@ -19,11 +24,13 @@ from pydantic import ValidationError
 from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.backends import Backend
+from kg_mcp.caller import caller_of, calling_as
 from kg_mcp.prompt_files import PromptFile, mcp_prompts
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.serving.auth import StaticTokenVerifier
 from kg_mcp.settings import Settings
+from kg_mcp.state import SharedState
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
 log = logging.getLogger(__name__)
@@ -45,19 +52,22 @@ class KGServer(MCPServer):
         return tools
 
     async def call_tool(self, name, arguments, context=None):
+        """The call, served as its caller's (kg_mcp.caller: the lanes and traversal trees are per
+        caller), its arguments checked first: an unknown or oversized one is refused at once."""
         checks = self.arguments(name)
-        try:
-            arguments = checks.prepare(arguments)
+        with calling_as(caller_of(_transport_request(context))):
             try:
-                return await super().call_tool(name, arguments, context)
-            except ToolError as error:
-                if not isinstance(error.__cause__, ValidationError) or isinstance(error, UnexpectedToolError):
-                    raise
-            # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
-            checks.explain(arguments)
-            raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
-        except ArgumentError as error:
-            raise ToolError(str(error)) from None
+                arguments = checks.prepare(arguments)
+                try:
+                    return await super().call_tool(name, arguments, context)
+                except ToolError as error:
+                    if not isinstance(error.__cause__, ValidationError) or isinstance(error, UnexpectedToolError):
+                        raise
+                # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
+                checks.explain(arguments)
+                raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
+            except ArgumentError as error:
+                raise ToolError(str(error)) from None
 
     def _tool_input_schema(self, name: str) -> dict | None:
         """The schema the SDK checks a call's Mcp-Param-* headers against over HTTP, or None when it
@@ -85,14 +95,24 @@ class KGServer(MCPServer):
         return self._arguments[name][1]
 
 
+def _transport_request(context):
+    """The HTTP request (Starlette's) behind a call, or None (stdio, in-process, no context)."""
+    try:
+        return context.request_context.request if context is not None else None
+    except ValueError:  # a Context made outside a request
+        return None
+
+
 def build_server(
     backend: Backend,
     settings: Settings | None = None,
     *,
     auth_token: str | None = None,
     public_url: str = "http://127.0.0.1:8000",
+    shared: SharedState | None = None,
 ) -> KGServer:
-    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given)."""
+    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given);
+    `shared` holds what outlives a call (kg_mcp.state: this process by default, or Redis)."""
     settings = settings or Settings()
     auth = {}
     if auth_token:
@@ -109,15 +129,29 @@ def build_server(
         log_level="INFO",
         **auth,
     )
-    register_tools(server, backend, settings)
+    register_tools(server, backend, settings, shared)
     _add_resources(server, backend, settings)
     for prompt in mcp_prompts():
         server.add_prompt(_as_mcp_prompt(prompt))
     return server
 
 
+# How long an endpoint's resources are kept: its data may change (a local store is read-only while served).
+ENDPOINT_RESOURCE_AGE_S = 600.0
+
+
 def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> None:
-    @server.resource("kg://profile", name="profile", description="The KG's schema profile and prefixes (cheap).", mime_type="application/json")
+    """The KG's resources, each computed once (off the event loop) and then read for nothing: a local
+    store cannot change while served; an endpoint's are computed again at most every 10 minutes."""
+    max_age = None if backend.kind == "oxigraph" else ENDPOINT_RESOURCE_AGE_S
+
+    def resource(uri: str, name: str, description: str):
+        def register(compute: Callable[[], str]) -> None:
+            server.resource(uri, name=name, description=description, mime_type="application/json")(Computed(compute, max_age).read)
+
+        return register
+
+    @resource("kg://profile", "profile", "The KG's schema profile and prefixes (cheap).")
     def profile() -> str:
         vocab = backend.vocab
         return json.dumps(
@@ -130,25 +164,15 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> N
             }
         )
 
-    @server.resource(
-        "kg://schema",
-        name="schema",
-        description="Prefixes, the most used relations of the KG with their triples, and its hubs.",
-        mime_type="application/json",
-    )
+    @resource("kg://schema", "schema", "Prefixes, the most used relations of the KG with their triples, and its hubs.")
     def schema() -> str:
         return json.dumps(schema_document(backend, settings), indent=1)
 
-    @server.resource(
-        "kg://output-schemas",
-        name="output-schemas",
-        description="JSON Schemas of each tool's structured content.",
-        mime_type="application/json",
-    )
+    @resource("kg://output-schemas", "output-schemas", "JSON Schemas of each tool's structured content.")
     def output_schemas() -> str:
         return json.dumps({name: model.model_json_schema() for name, model in OUTPUT_MODELS.items()})
 
-    @server.resource("kg://stats", name="stats", description="Size of the KG: triples, entities, relations.", mime_type="application/json")
+    @resource("kg://stats", "stats", "Size of the KG: triples, entities, relations.")
     def stats() -> str:
         s = backend.stats()
         return json.dumps(
@@ -163,6 +187,37 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> N
             },
             indent=1,
         )
+
+
+class Computed:
+    """A resource's text, computed on a worker thread at its first read (one computation however
+    many read at once) and kept: for good (`max_age_s` None) or for `max_age_s` seconds."""
+
+    def __init__(self, compute: Callable[[], str], max_age_s: float | None):
+        self.compute = compute
+        self.max_age_s = max_age_s
+        self._text: str | None = None
+        self._at = 0.0
+        self._lock = threading.Lock()
+
+    async def read(self) -> str:
+        text = self._fresh()
+        if text is not None:
+            return text
+        return await anyio.to_thread.run_sync(self._computed)
+
+    def _fresh(self) -> str | None:
+        if self._text is None or (self.max_age_s is not None and time.monotonic() - self._at > self.max_age_s):
+            return None
+        return self._text
+
+    def _computed(self) -> str:
+        with self._lock:  # the reads that came meanwhile wait here, then take the text just made
+            text = self._fresh()
+            if text is None:
+                text = self._text = self.compute()
+                self._at = time.monotonic()
+            return text
 
 
 def _as_mcp_prompt(prompt: PromptFile) -> Prompt:

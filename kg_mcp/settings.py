@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
+    # An endpoint's answers are read as they stream in and no further than these (kg_mcp.backends.engine_answers).
+    sparql_answer_mb: float = Field(
+        4.0, gt=0, description="the sparql tool reads an endpoint's answer up to this many MB; past it the rows read are shown, flagged cut"
+    )
+    endpoint_answer_mb: float = Field(
+        16.0, gt=0, description="the other tools read an endpoint's answer to one of their queries up to this many MB; past it the call fails and says so"
+    )
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint, and per sparql query on a local store")
     query_workers: int = Field(2, ge=1, le=64, description="processes running sparql queries on a local store")
     retries: int = Field(3, ge=0, le=10, description="on 429/5xx and dropped connections")
@@ -99,17 +106,44 @@ class Settings(BaseSettings):
         30.0, gt=0, description="every tool call is stopped past this many seconds, with an error that says how to narrow it"
     )
     heavy_calls: int = Field(
-        2, ge=1, le=64, description="long tool calls (verify, follow, kgr_search, batches) run at once; more wait their turn"
+        2, ge=1, le=64,
+        description="long tool calls (verify, follow, kgr_search, batches) run at once, half of them at most one caller's; "
+        "more wait their turn",
     )
+    worker_processes: int = Field(
+        0, ge=0, le=64, description="long tool calls run in this many worker processes, each with the store open "
+        "read-only, so light calls never wait on them for the interpreter (0: worker threads; local stores only)"
+    )
+    sparql_calls: int = Field(
+        2, ge=1, le=64,
+        description="sparql queries run at once on an endpoint (on a local store: query_workers), one at a time per caller",
+    )
+    short_calls: int = Field(
+        16, ge=1, le=64,
+        description="other calls on threads (every call on an endpoint, name lookups) run at once, a quarter at most one caller's",
+    )
+    queued_calls_per_caller: int = Field(
+        8, ge=0, le=1000, description="calls of one caller waiting for a turn in each lane; more are refused as busy"
+    )
+    queued_calls: int = Field(128, ge=0, le=100_000, description="calls waiting for a turn in each lane, all callers together")
     # The HTTP transports' bounds (kg_mcp.serving.limits explains the defaults).
     header_timeout_s: float = Field(10.0, gt=0, description="HTTP: a connection that has not sent a whole request head by then is closed")
     body_timeout_s: float = Field(30.0, gt=0, description="HTTP: a request body that has not arrived by then closes its connection")
+    write_timeout_s: float = Field(
+        30.0, gt=0, description="HTTP: a connection that takes none of its response for this long is closed"
+    )
+    max_body_bytes: int = Field(
+        262_144, ge=1024, description="HTTP: a request body larger than this is refused (413) before it is read"
+    )
     max_connections: int = Field(0, ge=0, description="HTTP connections held at once (0: the open-file limit less a reserve)")
     max_connections_per_client: int = Field(256, ge=0, description="HTTP connections from one address (0: no cap)")
     max_sessions: int = Field(1000, ge=1, description="MCP sessions open at once on streamable HTTP, all clients together")
     max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
     trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
+    # Replicas behind a load balancer (docs/team/deploy.md).
+    stateless: bool = Field(False, description="streamable HTTP without MCP sessions: any replica can take any request")
+    redis: str = Field("", description="redis:// URL of the store shared by replicas (traversals, rate limits, places, locks); empty: this process")
 
     @field_validator("graphs", mode="before")
     @classmethod

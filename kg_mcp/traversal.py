@@ -7,25 +7,30 @@ question; backtracking walks up from the current entity and takes the first ance
 still has an unexplored neighbour, best first, stopping at the root.
 
 Where trees live (`TraversalStore`): in a table keyed by a traversal key, which the tool
-derives from the call (`kg_mcp.tools.traverse.traversal_key`):
+derives from the call (`kg_mcp.tools.traverse.traversal_key`). Every key belongs to a caller
+(kg_mcp.caller: the signed-in subject, else the client address, else the local client) and,
+over HTTP, to the caller's MCP session when it has one; within that:
 
-- an explicit session id (the tool's `session` argument), shared by whoever names it: what a
-  driver uses, one fresh random id per question;
+- an explicit session id (the tool's `session` argument): what a driver uses, one fresh random
+  id per question. Another caller naming the same id reaches a tree of its own;
 - without one, over stdio (one client per server process) or in-process: one traversal for the
   process;
-- without one, over HTTP: the client's MCP session id header when it sends one (the
-  handshake-era protocol); otherwise nothing lasts between calls (the 2026 protocol is
-  stateless), so every call starts a fresh tree and backtracking needs a session id.
+- without one, over HTTP: the client's MCP session when it has one (the handshake-era
+  protocol); otherwise nothing lasts between calls (the 2026 protocol is stateless), so every
+  call starts a fresh tree and backtracking needs a session id.
 
 A tree is also started afresh when a call brings a different question than the tree's. The
-table keeps the most recently used `max_sessions` trees, and fewer when together they hold more
-than `max_candidates` neighbours (the least recently used go first); a tree holds at most
-MAX_NODES explored entities, each with at most MAX_CANDIDATES neighbours (every entity a search
-can show: top_k is at most 100), labels cut at LABEL_CHARS. A neighbour takes about 200 bytes, so
-the whole table stays within about 20 MB (STORE_CANDIDATES) however many clients search hubs.
+table keeps at most `per_caller` trees of one caller (its least recently used go first, so a
+caller's many fresh session ids evict only its own trees), `max_sessions` in all and fewer when
+together they hold more than `max_candidates` neighbours: then the least recently used tree of
+the caller holding the most trees (or neighbours) goes first, never the tree in use. A tree holds
+at most MAX_NODES explored entities, each with at most MAX_CANDIDATES neighbours (every entity a
+search can show: top_k is at most 100), labels cut at LABEL_CHARS. A neighbour takes about 200
+bytes, so the whole table stays within about 20 MB (STORE_CANDIDATES) however many clients
+search hubs.
 
-Ids are not secrets: a client that guesses another's session id could read its tree (only KG
-data) and move it; drivers use random ids.
+Clients behind one address without sign-in share a caller: they could name each other's
+session ids (only KG data is in a tree); drivers use random ids.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from kg_mcp.errors import InvalidInput
 from kg_mcp.quoting import clipped
 
 MAX_SESSIONS = 128
+TREES_PER_CALLER = 32
 MAX_NODES = 50
 MAX_CANDIDATES = 100  # = kgr_search's MAX_TOP_K: every neighbour a search can have shown
 STORE_CANDIDATES = 100_000  # neighbours kept over all trees (about 200 bytes each)
@@ -154,34 +160,61 @@ class Tree:
 
 
 class TraversalStore:
-    """Trees by traversal key: the most recently used `max_sessions`, holding at most about
-    `max_candidates` neighbours together."""
+    """Trees by traversal key: at most `per_caller` of one caller, `max_sessions` in all, holding at
+    most about `max_candidates` neighbours together."""
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS, max_candidates: int = STORE_CANDIDATES):
+    def __init__(
+        self, max_sessions: int = MAX_SESSIONS, max_candidates: int = STORE_CANDIDATES, per_caller: int = TREES_PER_CALLER
+    ):
         self.max_sessions = max_sessions
         self.max_candidates = max_candidates
-        self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self.per_caller = per_caller
+        self._trees: OrderedDict[str, Tree] = OrderedDict()  # least recently used first
+        self._owners: dict[str, str] = {}  # key -> its caller
         self._lock = threading.Lock()
 
-    def tree(self, key: str | None, question: str | None) -> Tree:
+    def tree(self, key: str | None, question: str | None, caller: str = "local") -> Tree:
         """The tree for this call: a fresh one when none is kept under `key` (None: never kept)
-        or the question changed."""
+        or the question changed. `caller` owns the key (kg_mcp.tools.traverse.traversal_key)."""
         with self._lock:
             tree = self._trees.get(key) if key is not None else None
             if tree is None or (question and tree.question and question != tree.question):
                 tree = Tree(question=question or "")
                 if key is not None:
                     self._trees[key] = tree
+                    self._owners[key] = caller
             elif question and not tree.question:
                 tree.question = question
             if key is not None:
                 self._trees.move_to_end(key)
-                while len(self._trees) > self.max_sessions:
-                    self._trees.popitem(last=False)
-                held = sum(t.candidates for t in self._trees.values())
-                while held > self.max_candidates and len(self._trees) > 1:
-                    held -= self._trees.popitem(last=False)[1].candidates
+                self._bound(key, caller)
             return tree
+
+    def _bound(self, used: str, caller: str) -> None:
+        """Evict trees past the caller's quota, the count and the neighbour budget; never `used`."""
+        mine = [k for k in self._trees if self._owners[k] == caller]
+        for key in mine[: max(0, len(mine) - self.per_caller)]:
+            self._evict(key)
+        while len(self._trees) > self.max_sessions:
+            self._evict(self._victim(used, lambda keys: len(keys)))
+        held = sum(t.candidates for t in self._trees.values())
+        while held > self.max_candidates and len(self._trees) > 1:
+            victim = self._victim(used, lambda keys: sum(self._trees[k].candidates for k in keys))
+            held -= self._trees[victim].candidates
+            self._evict(victim)
+
+    def _victim(self, used: str, weight) -> str:
+        """The least recently used tree of the caller that holds the most (by `weight` of its keys)."""
+        by_caller: dict[str, list[str]] = {}
+        for key in self._trees:
+            if key != used:
+                by_caller.setdefault(self._owners[key], []).append(key)
+        heaviest = max(by_caller.values(), key=weight)
+        return heaviest[0]
+
+    def _evict(self, key: str) -> None:
+        del self._trees[key]
+        del self._owners[key]
 
     def __len__(self) -> int:
         return len(self._trees)

@@ -163,8 +163,9 @@ async def test_light_calls_are_served_while_heavy_calls_of_others_run(metaqa_sto
     order: list[str] = []
     with kg_mcp_server("--store", str(metaqa_store_dir)) as server:
 
-        async def client_call(tag: str, name: str, arguments: dict, started: asyncio.Event | None = None):
-            async with Client(streamable_http_client(server.url, http_client=httpx2.AsyncClient(timeout=120))) as client:
+        async def client_call(tag: str, name: str, arguments: dict, started: asyncio.Event | None = None, address: str = "127.0.0.1"):
+            http = httpx2.AsyncClient(timeout=120, transport=httpx2.AsyncHTTPTransport(local_address=address))
+            async with Client(streamable_http_client(server.url, http_client=http)) as client:
                 if started is not None:
                     started.set()
                     await asyncio.sleep(0.3)  # the heavy calls have been sent and are running
@@ -172,7 +173,9 @@ async def test_light_calls_are_served_while_heavy_calls_of_others_run(metaqa_sto
                 order.append(tag)
                 return result
 
-        heavy = [asyncio.ensure_future(client_call(f"heavy{i}", "verify", _paths(10, 10))) for i in range(8)]
+        # Eight callers (addresses): each holds its share of the long-call lane (kg_mcp.tools.lanes).
+        heavy = [asyncio.ensure_future(client_call(f"heavy{i}", "verify", _paths(10, 10), address=f"127.0.0.{10 + i}"))
+                 for i in range(8)]
         ready = asyncio.Event()
         light = asyncio.ensure_future(client_call("light", "get_relations", {"entity": "kg:Catch_Me_If_You_Can"}, ready))
         lookup = asyncio.ensure_future(client_call("lookup", "find_entities", {"name": "Catch Me If You Can"}, ready))

@@ -11,6 +11,7 @@ and the log's size, never elapsed time.
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import time
@@ -104,7 +105,7 @@ async def _served_eventually(url: str, address: str) -> str:
     return await _served(url, address)
 
 
-async def test_connection_caps_close_surplus_connections_at_once_and_others_stay_served():
+async def test_connection_caps_close_surplus_connections_and_a_full_server_still_takes_a_new_client():
     head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"  # never finished
     # A long header timeout: whatever closes a socket here is a cap, not the timeout.
     with _serve("--header-timeout", "120", "--max-connections", "60", "--max-connections-per-client", "30") as server:
@@ -113,27 +114,21 @@ async def test_connection_caps_close_surplus_connections_at_once_and_others_stay
         try:
             held = _wait_closed(flood, expected=40)  # one address: 30 held, the 40 past its cap closed
             assert len(held) == 30
-            # The server's cap: 60 in all, so of 40 more from two other addresses only 30 are held.
+            # 40 more from two other addresses fill the server's 60: each newcomer past the total
+            # closes an idle connection of the client holding the most, so all three end with 20.
             second = _open_partial(port, "127.0.0.4", 20, head) + _open_partial(port, "127.0.0.5", 20, head)
-            assert len(_wait_closed(second, expected=10)) == 30
-            # Full: a new client's connection is closed at once, not left waiting.
-            async with _from("127.0.0.6", headers=AUTH) as late:
-                try:
-                    refused = (await late.post(server.url, json=INITIALIZE, headers=HEADERS)).status_code
-                except httpx2.TransportError:
-                    refused = "closed"
-            assert refused == "closed"
-            # Once some go, another client is served while the first address still holds its 30.
-            _close_all(second)
-            assert "wd:Q9883" in await _served_eventually(server.url, "127.0.0.3")
-            assert not any(_closed_by_server(s) for s in held)
+            held = _wait_closed(held, expected=10)
+            assert len(held) == 20 and not any(_closed_by_server(s) for s in second)
+            # Full of connections that do nothing: a new client is still served, not refused.
+            assert "wd:Q9883" in await _served(server.url, "127.0.0.6")
+            assert "wd:Q9883" in await _served(server.url, "127.0.0.3")
         finally:
             _close_all(flood + second)
-        assert "wd:Q9883" in await _served_eventually(server.url, "127.0.0.6")
     out, err = server.output()
     assert out == ""
     refusals = _log_lines(server, "connection refused")
-    assert 1 <= refusals <= 6, err[-2000:]  # 50 refusals or more, a line per kind per 10 s
+    assert 1 <= refusals <= 6, err[-2000:]  # 40 refusals past the cap per client, a line per kind per 10 s
+    assert 1 <= _log_lines(server, "to make room for another client") <= 6, err[-2000:]
 
 
 async def test_half_open_and_slow_requests_are_closed_after_the_timeouts():
@@ -161,7 +156,7 @@ async def test_half_open_and_slow_requests_are_closed_after_the_timeouts():
     assert grown <= 10, err[-3000:]  # 200 closed connections: a few lines, not one each
 
 
-async def test_sessions_are_capped_per_client_oldest_idle_first():
+async def test_sessions_are_capped_per_client_and_in_all_oldest_idle_first():
     with _serve("--max-sessions-per-client", "5", "--max-sessions", "12") as server:
         async with _from("127.0.0.2", headers=AUTH) as hoarder:
             ids = []
@@ -199,12 +194,132 @@ async def test_sessions_are_capped_per_client_oldest_idle_first():
                     for stream in streams:
                         await stream.__aexit__(None, None, None)
 
-            # All clients together: 12 at most (5 + 5 + the one above closed = 10 open, so 2 more).
+            # All clients together: 12 at most (5 + 5 open, so 2 more). Past that a new session ends
+            # the oldest idle one of the client holding the most (the hoarder's oldest), not a refusal.
             async with _from("127.0.0.5", headers=AUTH) as last:
                 codes = [(await last.post(server.url, json=INITIALIZE, headers=HEADERS)).status_code for _ in range(3)]
-            assert codes == [200, 200, 503], codes
+            assert codes == [200, 200, 200], codes
+            assert [await status(s) for s in ids[3:]] == [404] + [200] * 4
     out, err = server.output()
     assert out == "" and "Traceback" not in err and TOKEN[:12] not in err
+
+
+async def test_stateless_requests_are_not_counted_as_sessions_being_opened():
+    # The 2026-07-28 protocol has no sessions: a request without a session id is not an opening
+    # unless it is an initialize, so 40 at once from one client are no "40 sessions being opened".
+    with _serve("--max-sessions-per-client", "4") as server:
+        async with Client(streamable_http_client(server.url, http_client=_from("127.0.0.2", headers=AUTH))) as client:
+            listed = await asyncio.gather(*(client.list_tools() for _ in range(40)))
+    assert all(len(tools.tools) >= 7 for tools in listed)
+    assert _log_lines(server, "refused a new session") == 0
+
+
+async def test_sessions_from_many_addresses_never_lock_a_new_client_out():
+    """Repro 8: 16 addresses x 64 idle sessions filled the server's 1,000; every other client got
+    503. Here 6 addresses x 4 sessions against 20 in all: each opening past the total ends the
+    oldest idle session of the client holding the most, and a new client is served."""
+    with _serve("--max-sessions-per-client", "4", "--max-sessions", "20") as server:
+        codes = []
+        for i in range(6):
+            async with _from(f"127.0.0.{10 + i}", headers=AUTH) as hoarder:
+                codes += [(await hoarder.post(server.url, json=INITIALIZE, headers=HEADERS)).status_code for _ in range(4)]
+        assert codes == [200] * 24
+        assert "wd:Q9883" in await _served(server.url, "127.0.0.30")
+        # When every session is busy (an open GET stream each), a new one is refused: 503, not a wait.
+    with _serve("--max-sessions-per-client", "2", "--max-sessions", "2") as server:
+        async with _from("127.0.0.2", headers=AUTH) as a, _from("127.0.0.3", headers=AUTH) as b:
+            streams = []
+            try:
+                for client in (a, b):
+                    sid = (await client.post(server.url, json=INITIALIZE, headers=HEADERS)).headers["mcp-session-id"]
+                    headers = AUTH | {"Accept": "text/event-stream", "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
+                    stream = client.stream("GET", server.url, headers=headers)
+                    assert (await stream.__aenter__()).status_code == 200
+                    streams.append(stream)
+                async with _from("127.0.0.4", headers=AUTH) as late:
+                    refused = await late.post(server.url, json=INITIALIZE, headers=HEADERS)
+                assert refused.status_code == 503 and "all busy" in refused.json()["error"]["message"]
+            finally:
+                for stream in streams:
+                    await stream.__aexit__(None, None, None)
+    assert _log_lines(server, "Traceback") == 0
+
+
+def _stalled_readers(port: int, address: str, count: int, session: str) -> list[socket.socket]:
+    """Connections that pipeline requests for a 21 KB resource and never read a byte of the answers."""
+    body = b'{"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "kg://output-schemas"}}'
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nAuthorization: Bearer {TOKEN}\r\nmcp-session-id: {session}\r\n"
+        f"mcp-protocol-version: 2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    sockets = []
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the answers back up at once
+        s.bind((address, 0))
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        try:
+            for _ in range(200):
+                s.send(head + body)
+        except BlockingIOError:  # the server has stopped reading from it: its answers are not taken
+            pass
+        sockets.append(s)
+    return sockets
+
+
+async def test_connections_that_do_not_read_their_response_are_closed_after_the_write_timeout():
+    """Repro 7: connections that never read their answers were held for ever and filled the caps.
+    Here they are closed once they take nothing for --write-timeout, and the place is free again."""
+    with _serve("--write-timeout", "1", "--max-connections-per-client", "4") as server:
+        port = int(server.base.rsplit(":", 1)[1])
+        async with httpx2.AsyncClient(timeout=30, headers=AUTH) as http:
+            session = (await http.post(server.url, json=INITIALIZE, headers=HEADERS)).headers["mcp-session-id"]
+        sockets = _stalled_readers(port, "127.0.0.2", 4, session)
+        try:
+            # The same address, at its cap of 4 while they are held, is served once they are closed.
+            assert "wd:Q9883" in await _served_eventually(server.url, "127.0.0.2")
+        finally:
+            _close_all(sockets)
+    assert _log_lines(server, "it took none of its response for 1 s") >= 1
+    assert _log_lines(server, "Traceback") == 0
+
+
+async def test_request_bodies_are_capped_before_they_are_read_and_batches_are_bounded():
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {"entity": "wd:Q5582"}}}
+    many = {f"k{i}": 0 for i in range(300_000)}  # repro 9: a call of a few MB, almost all unknown keys
+    with _serve() as server:
+        async with httpx2.AsyncClient(timeout=60, headers=AUTH) as http:
+            opened = await http.post(server.url, json=INITIALIZE, headers=HEADERS)
+            session = HEADERS | {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+            call["params"]["arguments"].update(many)
+            big = await http.post(server.url, json=call, headers=session)
+            assert big.status_code == 413, big.text[:300]
+            error = big.json()["error"]
+            assert error["code"] == -32600 and "at most 262,144 bytes" in error["message"]
+
+            async def chunks():  # no Content-Length: refused once the bytes read pass the cap
+                for _ in range(100):
+                    yield b" " * 8192
+
+            chunked = await http.post(server.url, content=chunks(), headers=session)
+            assert chunked.status_code == 413
+            batch = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(1000)]
+            batched = await http.post(server.url, json=batch, headers=session)
+            assert batched.status_code == 400 and batched.json()["error"]["code"] == -32600
+            assert "at most 16 messages, not 1,000" in batched.json()["error"]["message"]
+            served = await http.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=session)
+            assert served.status_code == 200 and "find_entities" in served.text
+    # The cap is a setting: raised, the same call reaches the argument check, which names a few
+    # unknown keys and counts the rest (it stops scanning after the first ones).
+    with _serve("--max-body", "8000000") as server:
+        async with httpx2.AsyncClient(timeout=60, headers=AUTH) as http:
+            opened = await http.post(server.url, json=INITIALIZE, headers=HEADERS)
+            session = HEADERS | {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+            answer = await http.post(server.url, json=call, headers=session)
+            text = answer.text
+    assert answer.status_code == 200 and "unknown arguments 'k0', 'k1'" in text and "and 299,980 more" in text, text[:400]
 
 
 async def test_x_forwarded_for_is_honoured_only_from_trusted_proxies():

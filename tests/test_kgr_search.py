@@ -128,10 +128,12 @@ def test_trees_by_key_and_a_new_question_starts_a_new_tree():
 
 
 def test_traversal_keys():
-    assert traversal_key("q7", {"mcp-session-id": "x"}) == "session:q7"
+    # Every key is the caller's (kg_mcp.caller), within its MCP session when it has one.
+    assert traversal_key("q7", {"mcp-session-id": "x"}, "addr:10.0.0.1") == "addr:10.0.0.1 mcp-session:x session:q7"
+    assert traversal_key("q7", {"host": "h"}, "addr:10.0.0.2") == "addr:10.0.0.2 session:q7"
     assert traversal_key(None, None) == "local"  # stdio, in-process
-    assert traversal_key(None, {"Mcp-Session-Id": "ab"}) == "mcp-session:ab"
-    assert traversal_key(None, {"host": "127.0.0.1"}) is None  # stateless HTTP without an id
+    assert traversal_key(None, {"Mcp-Session-Id": "ab"}, "addr:10.0.0.1") == "addr:10.0.0.1 mcp-session:ab"
+    assert traversal_key(None, {"host": "127.0.0.1"}, "addr:127.0.0.1") is None  # stateless HTTP without an id
 
 
 def test_a_tree_holds_a_bounded_number_of_entities(small):

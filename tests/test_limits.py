@@ -248,9 +248,58 @@ async def test_served_store_is_unchanged_byte_for_byte(tmp_path):
                 assert result.is_error, query
                 assert "not allowed" in result.content[0].text or "read-only" in result.content[0].text or (
                     "not supported" in result.content[0].text
-                ) or "does not parse" in result.content[0].text, result.content[0].text
+                ) or "does not parse" in result.content[0].text or "cannot be run" in result.content[0].text, result.content[0].text
     finally:
         trap.close()
     assert trap.connections == 0  # no refused query reached out
     assert _tree(store) == before  # every file: same size, same mtime, same bytes
     assert sorted(p.name for p in tmp_path.iterdir()) == siblings  # nothing made beside it either
+
+
+def _doubled_literal(doublings: int) -> str:
+    """A query whose one row is a literal of 10 x 2^doublings characters, built inside the engine."""
+    binds = ['BIND("abcdefghij" AS ?a0)'] + [f"BIND(CONCAT(?a{i}, ?a{i}) AS ?a{i + 1})" for i in range(doublings)]
+    return f"SELECT ?a{doublings} WHERE {{ {' '.join(binds)} }}"
+
+
+def test_a_huge_value_built_in_a_query_worker_is_cut_before_it_reaches_the_server():
+    """Repro 10: a 200 MB literal built in a worker was shipped whole (+600 MB kept by the server).
+    The worker cuts any value past 20,000 characters, says so in the value, and ships rows up to
+    about 1 MB of text: what the server receives is bounded whatever the query builds."""
+    import pyoxigraph as ox
+
+    from kg_mcp.backends.query_pool import QueryPool, StoreSource
+
+    store = ox.Store()
+    store.add(ox.Quad(ox.NamedNode(ENT + "a"), ox.NamedNode(REL + "r"), ox.Literal("x")))
+    pool = QueryPool(StoreSource(nquads=store.dump(format=ox.RdfFormat.N_QUADS)), size=1)
+    try:
+        [[value]] = pool.run(_doubled_literal(21), 10, 60).rows  # 20,971,520 characters in the worker
+        many = pool.run(f"SELECT ?v WHERE {{ VALUES ?i {{ {' '.join(map(str, range(200)))} }} "
+                        f"{_doubled_literal(12).split('{', 1)[1].rsplit('}', 1)[0]} BIND(?a12 AS ?v) }}", 500, 60)
+    finally:
+        pool.close()
+    assert value.value.endswith("… [cut by kg-mcp: 20,971,520 characters in all]") and len(value.value) < 20_100
+    # 200 rows of 40,960 characters each: cut to 20,000 and shipped up to about 1 MB, the total still told.
+    assert many.total == 200 and 40 <= len(many.rows) <= 60
+
+
+async def test_resources_are_computed_once_not_per_read(oxigraph_endpoint):
+    """Repro 10: kg://stats cost half a second of queries on every read. Read ten times each over an
+    endpoint, the resources send the endpoint their queries once."""
+    from fault_proxy import FaultProxy, kg_mcp_server
+    from mcp.client.streamable_http import streamable_http_client
+
+    env = {"KG_MCP_CONTACT": "mailto:kg-mcp-tests@example.org"}
+    with FaultProxy(oxigraph_endpoint) as proxy:
+        with kg_mcp_server("--sparql", proxy.url, "--profile", "wikidata", env=env) as server:
+            async with Client(streamable_http_client(server.url)) as client:
+                uris = ["kg://stats", "kg://schema", "kg://profile", "kg://output-schemas"]
+                first = {uri: (await client.read_resource(uri)).contents[0].text for uri in uris}
+                sent = proxy.count()
+                for _ in range(10):
+                    for uri in uris:
+                        assert (await client.read_resource(uri)).contents[0].text == first[uri]
+                again = proxy.count()
+    assert '"triples"' in first["kg://stats"] and sent > 0
+    assert again == sent  # ten more reads of each: not one more query

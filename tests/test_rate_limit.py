@@ -145,3 +145,13 @@ async def test_buckets_stay_bounded():
 def test_per_minute_must_be_positive():
     with pytest.raises(ValueError):
         RateLimit(_ok_app, 0)
+
+
+async def test_ipv6_clients_are_counted_per_64():
+    # One host usually holds a whole /64: its addresses share one bucket; another /64 has its own.
+    limiter = RateLimit(_ok_app, per_minute=3, clock=FakeClock())
+    same_host = ["2001:db8:1:2::1", "2001:db8:1:2:aa::9", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::77"]
+    assert [(await _call(limiter, address))[0] for address in same_host] == [200, 200, 200, 429]
+    assert (await _call(limiter, "2001:db8:1:3::1"))[0] == 200
+    assert (await _call(limiter, "::ffff:203.0.113.7"))[0] == 200  # an IPv4 client seen through IPv6
+    assert set(limiter.buckets) == {"addr:2001:db8:1:2::/64", "addr:2001:db8:1:3::/64", "addr:203.0.113.7"}

@@ -168,20 +168,18 @@ def reason_text(reason: str) -> str:
 def _read(query: str) -> _Parts:
     import logging
 
-    from pyparsing import ParseException
     from rdflib.plugins.sparql.algebra import translateQuery
-    from rdflib.plugins.sparql.parser import parseQuery
 
-    from kg_mcp.tools._sparql_text import canonical_query
+    from kg_mcp.sparql.checked import parse
+    from kg_mcp.sparql.lexing import lex
 
     parts = _Parts()
     # rdflib logs a traceback for every typed literal it cannot convert (CWQ's "1998"^^xsd:dateTime)
     quiet = logging.getLogger("rdflib.term")
     level, quiet.level = quiet.level, logging.CRITICAL
     try:
-        text = canonical_query(query, max_tokens=_QUERY_TOKENS).lines()
-        algebra = translateQuery(parseQuery(text)).algebra
-    except (KGError, ParseException, ValueError, TypeError, KeyError) as error:
+        algebra = translateQuery(parse(lex(query, max_tokens=_QUERY_TOKENS).lines())).algebra
+    except (KGError, ValueError, TypeError, KeyError) as error:
         parts.refuse("unreadable", str(getattr(error, "message", error))[:200])
         return parts
     finally:

@@ -1,7 +1,8 @@
 """A query worker process (started by kg_mcp.backends.query_pool): `python -m kg_mcp.backends._query_worker FD`.
 
 It talks over the socket FD: first (path, nquads) to open the store, then (query, row_cap)
-requests, each answered with (status, payload) in plain data. It exits when the socket closes.
+requests, each answered with (status, payload) in plain data, bounded in size (`shipped`). It
+exits when the socket closes.
 
 A worker first leaves the network: it moves into a network namespace of its own, which holds
 only a loopback interface that is down, so no query (a SERVICE call the checks missed) can reach
@@ -18,6 +19,12 @@ from multiprocessing.connection import Connection
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.query_pool import StoreSource, plain
 
+# What a worker ships of an answer: no tool output shows more than 60,000 characters (the default
+# KG_MCP_MAX_OUTPUT_CHARS), so a value is cut at a third of that (a cut one still fits a structured
+# answer, with the note that says so), and the rows at about 1 MB of text.
+VALUE_CHARS = 20_000
+ANSWER_CHARS = 1_048_576
+_XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -49,6 +56,49 @@ def leave_network() -> str | None:
     return None
 
 
+def shipped(rows: list[list]) -> list[list]:
+    """Rows as plain data, bounded before they cross to the server: a value past VALUE_CHARS is cut
+    and says so, and rows past ANSWER_CHARS in all stay here (the total still counts them, so the
+    tool says the answer was cut). A 200 MB literal built by a query costs the server nothing.
+
+    >>> import pyoxigraph as ox
+    >>> [[cut]] = shipped([[ox.Literal("x" * 100_000)]])
+    >>> len(cut[1]) < 20_100, cut[1].endswith("[cut by kg-mcp: 100,000 characters in all]")
+    (True, True)
+    >>> len(shipped([[ox.Literal("y" * 20_000)]] * 100))
+    52
+    """
+    out, size = [], 0
+    for row in rows:
+        values = [_bounded(plain(v)) for v in row]
+        size += sum(_chars(v) for v in values)
+        if out and size > ANSWER_CHARS:
+            break
+        out.append(values)
+    return out
+
+
+def _bounded(data):
+    """A plain term whose text fits VALUE_CHARS; a longer one becomes a literal cut at that, marked."""
+    if data is None or data[0] == "b":
+        return data
+    if data[0] == "t":
+        return ("t", *(_bounded(part) for part in data[1:]))
+    text = data[1]
+    if len(text) <= VALUE_CHARS:
+        return data
+    language = data[3] if data[0] == "l" else None
+    return ("l", f"{text[:VALUE_CHARS]}… [cut by kg-mcp: {len(text):,} characters in all]", _XSD_STRING, language)
+
+
+def _chars(data) -> int:
+    if data is None:
+        return 4
+    if data[0] == "t":
+        return sum(_chars(part) for part in data[1:])
+    return len(data[1])
+
+
 def _serve(conn: Connection) -> None:
     """A worker's life: open the store, then answer (query, row_cap) requests until the pipe closes."""
     isolation_problem = leave_network()
@@ -66,7 +116,7 @@ def _serve(conn: Connection) -> None:
             return
         try:
             rows = capped_rows(store.query(query), row_cap)
-            reply = ("ok", (rows.variables, [[plain(v) for v in row] for row in rows.rows], rows.total, rows.boolean))
+            reply = ("ok", (rows.variables, shipped(rows.rows), rows.total, rows.boolean))
         except SyntaxError as e:
             reply = ("syntax", str(e))
         except OSError as e:

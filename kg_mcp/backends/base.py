@@ -71,7 +71,8 @@ class Rows:
     """Rows of a user's SPARQL query, cut at a cap; `total` counts all of them (None if unknown).
 
     `cut_at` is the engine's own row limit when the answer reached it (more rows may exist);
-    `partial` is the engine's note when it stopped the query early and sent what it had.
+    `partial` is the engine's note when it stopped the query early and sent what it had;
+    `cut` says why kg-mcp stopped reading the answer before its end (its byte cap).
     """
 
     variables: list[str]
@@ -80,6 +81,7 @@ class Rows:
     boolean: bool | None = None
     cut_at: int | None = None
     partial: str | None = None
+    cut: str | None = None
 
 
 @dataclass
@@ -189,6 +191,22 @@ class Backend(ABC):
     def exists(self, node: ox.NamedNode) -> bool:
         """Whether `node` occurs in any triple."""
 
+    def uses_predicate(self, predicate: ox.NamedNode) -> bool:
+        """Whether any triple has `predicate` (True where the store cannot tell cheaply)."""
+        return True
+
+    def reaches(
+        self,
+        sources: Sequence[ox.NamedNode],
+        first: Sequence[tuple[ox.NamedNode, Direction]],
+        then: Sequence[tuple[ox.NamedNode, Direction]],
+        targets: Sequence[ox.NamedNode],
+    ) -> bool | None:
+        """Whether a path of one `first` step, then any number of `then` steps, leads from a source
+        to a target, asked of the engine as one SPARQL property path; None where the backend leaves
+        it to a bounded walk (a local store) or the engine could not answer."""
+        return None
+
     # --- names ------------------------------------------------------------------------------
     @abstractmethod
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
@@ -204,10 +222,20 @@ class Backend(ABC):
     def find_entities(self, name: str, limit: int) -> list[EntityHit]:
         return self.lookup(name, limit).hits
 
+    def labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
+        """The entities whose label is exactly `name`, up to `limit`."""
+        return [h.node for h in self.find_entities(name, limit) if h.match == "exact"]
+
     # --- whole store --------------------------------------------------------------------------
     @abstractmethod
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        """A read-only SPARQL SELECT/ASK already checked by the sparql tool."""
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        """A read-only SPARQL SELECT/ASK written by kg_mcp.sparql (or by kg-mcp itself); `graphs`:
+        the dataset its text was written for (None: the backend's own, `read_graphs`)."""
+
+    @property
+    def read_graphs(self) -> tuple[str, ...]:
+        """The named graphs every query reads (empty: the store or endpoint as it answers)."""
+        return ()
 
     @abstractmethod
     def stats(self) -> StoreStats: ...

@@ -41,6 +41,7 @@ from kg_mcp.names.build import (
 )
 from kg_mcp.names.index import NameIndex
 from kg_mcp.names.pairs import ensure_word_pairs
+from kg_mcp.observability import metrics
 from kg_mcp.profiles import Profile
 from kg_mcp.settings import cache_dir
 
@@ -327,7 +328,9 @@ class EndpointNames:
     else at the first lookup) starts a thread that asks whether the engine has a text search of
     its own and, if not, counts the labels and aliases and, up to `endpoint_index_max_labels`,
     builds the index. One build per endpoint and graphs runs on a machine at a time (a lock file
-    beside the cache): a second server waits for the first one's index and opens it.
+    beside the cache): a second server waits for the first one's index and opens it. With `locks`
+    (kg_mcp.state, set by `serve`), one replica of a team builds at a time: the others answer with
+    label queries meanwhile and take the index file when it appears in the cache they share.
 
     A lookup that comes while a small index is being built (up to `endpoint_index_wait_labels`
     labels: seconds away) waits for it, until the build is `name_index_wait_s` old and within the
@@ -352,6 +355,8 @@ class EndpointNames:
         self._decided = threading.Event()  # whether a build runs, and whether it is small, is known
         self._done = threading.Event()  # the thread has ended (with an index or without)
         self._stop = threading.Event()
+        self.locks = None  # kg_mcp.state.SharedState: the build lock shared by replicas
+        self._lease = None
         meta = read_index_meta(self.path)
         if fits(meta, self.url, self.graphs, backend.profile, settings.languages):
             recent = young(meta, settings.name_index_max_age_days)
@@ -366,6 +371,19 @@ class EndpointNames:
         with self._lock:
             if self.current is not None or self._thread is not None:
                 return
+            if self.locks is not None:
+                if self._built_elsewhere():
+                    return
+                lease = self.locks.try_lock(f"name-index:{index_key(self.url, self.graphs)}")
+                if lease is None:  # another replica builds: asked again at the next lookup
+                    if not self.note:
+                        metrics.NAME_INDEX_BUILDS.labels("endpoint", "elsewhere").inc()
+                    self.note = "the name index from the endpoint's labels is being built by another replica"
+                    return
+                if self._built_elsewhere():  # finished between the look and the lock
+                    lease.release()
+                    return
+                self._lease = lease
             self._begun_at = time.monotonic()
             self.note = "the name index from the endpoint's labels is being built"
             self._thread = threading.Thread(target=self._prepare, name="kg-mcp-endpoint-names", daemon=True)
@@ -375,6 +393,15 @@ class EndpointNames:
         """`begin`, and what a lookup answering without the index says about it (see `status`)."""
         self.begin()
         return self.status()
+
+    def _built_elsewhere(self) -> bool:
+        """Take an index another replica built into the shared cache, if one fits and is young."""
+        meta = read_index_meta(self.path)
+        if meta and fits(meta, self.url, self.graphs, self._backend.profile, self._settings.languages) and young(
+                meta, self._settings.name_index_max_age_days):
+            self.current, self.note = open_index(self.path), ""
+            return True
+        return False
 
     def status(self) -> str:
         """What a lookup without the index says about it ('' when there is nothing to say)."""
@@ -416,6 +443,8 @@ class EndpointNames:
         except (EndpointError, OSError, sqlite3.Error) as e:
             self._build_failed(e)
         finally:
+            if self._lease is not None:
+                self._lease.release()
             self._decided.set()
             self._done.set()
 
@@ -442,11 +471,12 @@ class EndpointNames:
         self._decided.set()
         log.warning("building the name index of %s (%s labels and aliases; cached in %s)", self.url,
                     f"{counted:,}", self.path)
-        build_endpoint_index(
-            backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
-            languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
-            read=self._read, whole_degrees=self.small,
-        )
+        with metrics.name_index_build("endpoint"):
+            build_endpoint_index(
+                backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
+                languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
+                read=self._read, whole_degrees=self.small,
+            )
         self.current = open_index(self.path)
         self.note = ""
 

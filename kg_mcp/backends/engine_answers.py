@@ -1,29 +1,32 @@
-"""What an endpoint's answer means, engine quirks included; the HTTP transport stays out of it.
+"""What an endpoint's answer means, read as it streams in, engine quirks included.
+
+An answer is parsed while it arrives, by pyoxigraph's streaming SPARQL JSON reader over the
+transport's chunks (kg_mcp.backends.http_transport): reading stops after the rows the caller
+counts (`count`) or past `max_bytes`, whichever comes first, so no answer is ever held whole. Rows
+past `keep` are counted, not kept. What stopped the reading is told in the Answer.
 
 Engines bend SPARQL JSON and say things in headers rather than in the results:
 
-- Virtuoso labels blank nodes `nodeID://b10000` (and, in CONSTRUCT answers, sends them as
-  `{"type": "uri", "value": "_:vb10000"}`); pyoxigraph refuses both, so they are rewritten to
-  plain blank-node labels before parsing.
+- Virtuoso labels blank nodes `nodeID://b10000`, which pyoxigraph refuses: the prefix is dropped
+  from a blank node's value in the bytes as they stream by.
 - Virtuoso silently stops at `ResultSetMaxRows` rows and says so only in `X-SPARQL-MaxRows`.
 - Virtuoso's "anytime" answers (a query stopped at its time limit) are partial results flagged
   by `X-SQL-State` / `X-SQL-Message` headers; a query stopped outright is a 500 whose text names
   the timeout, and one it will not start is a 500 about its estimated execution time.
 
-Results are converted to plain lists here, on the thread that parsed them: pyoxigraph's result
+Results are drained into plain lists here, on the thread that parsed them: pyoxigraph's result
 iterators may not be dropped on another thread (the MCP SDK runs tools in worker threads).
 """
 
 from __future__ import annotations
 
-import json
+import io
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-_BNODE_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 # Header names are case-insensitive; lower-cased before lookup.
 _MAX_ROWS_HEADER = "x-sparql-maxrows"
 _STATE_HEADER = "x-sql-state"
@@ -33,6 +36,12 @@ _TOO_SLOW = (
     (re.compile(r"estimated execution time \S+ \(sec\) exceeds the limit", re.IGNORECASE), "estimated"),
     (re.compile(r"\bS1T00\b|\bSR171\b|Transaction timed out", re.IGNORECASE), "stopped"),
 )
+# A blank node's value as Virtuoso writes it: `"type": "bnode", "value": "nodeID://b10000"`.
+_VIRTUOSO_BNODE = re.compile(rb'("type"\s{0,4}:\s{0,4}"bnode"\s{0,4},\s{0,4}"value"\s{0,4}:\s{0,4}")nodeID://')
+_CARRY = 64  # bytes held back between chunks, so that the prefix is found across a boundary
+# Why reading stopped before the end of an answer.
+STOPPED_AT_ROWS = "rows"
+STOPPED_AT_BYTES = "bytes"
 
 
 class Solutions(list):
@@ -45,11 +54,17 @@ class Solutions(list):
 
 @dataclass(frozen=True)
 class Answer:
-    """One parsed answer: a bool (ASK), Solutions, or a list of triples; and what the engine said about it."""
+    """One parsed answer: a bool (ASK) or Solutions; what the engine said about it, and how far it was read."""
 
-    result: bool | Solutions | list
+    result: bool | Solutions
     cut_at: int | None = None  # the engine's row cap, when the answer reached it
     partial: str | None = None  # the engine's note when it stopped early and sent what it had
+    seen: int = 0  # rows read, kept or only counted
+    stopped: str | None = None  # STOPPED_AT_ROWS or STOPPED_AT_BYTES when reading stopped before the end
+
+
+class AnswerCut(Exception):
+    """Reading an answer went past its byte cap."""
 
 
 def solutions_of(result) -> Solutions | list | bool:
@@ -61,22 +76,91 @@ def solutions_of(result) -> Solutions | list | bool:
     return list(result)
 
 
-def read_answer(body: bytes, headers: Mapping[str, str] | None = None) -> Answer:
-    """Parse SPARQL JSON `body`; raises SyntaxError (pyoxigraph's) when it is not SPARQL JSON."""
+def read_answer(
+    chunks: Iterable[bytes],
+    headers: Mapping[str, str] | None = None,
+    *,
+    max_bytes: int,
+    keep: int | None = None,
+    count: int | None = None,
+) -> Answer:
+    """Parse a SPARQL JSON answer as its `chunks` arrive: the first `keep` rows (None: all), reading
+    no further than `count` rows or `max_bytes` bytes. Raises SyntaxError (pyoxigraph's) when the
+    answer is not SPARQL JSON."""
     headers = {k.lower(): v for k, v in (headers or {}).items()}
-    body = _standard_blank_nodes(body)
-    result = solutions_of(ox.parse_query_results(body, ox.QueryResultsFormat.JSON))
+    partial = _partial(headers)
+    body = _Body(_standard_blank_nodes(chunks), max_bytes)
+    results, variables, rows = None, [], []
+    seen, stopped = 0, None
+    try:
+        results = ox.parse_query_results(body, ox.QueryResultsFormat.JSON)
+        if isinstance(results, ox.QueryBoolean):
+            return Answer(bool(results), partial=partial)
+        variables = [v.value for v in results.variables]
+        for solution in results:
+            seen += 1
+            if keep is None or len(rows) < keep:
+                rows.append(solution)
+            if count is not None and seen >= count:
+                stopped = STOPPED_AT_ROWS
+                break
+    except AnswerCut:
+        stopped = STOPPED_AT_BYTES
+    finally:
+        results = None  # the iterator goes on this thread, even when an error carries this frame away
     cut_at = None
     cap = headers.get(_MAX_ROWS_HEADER, "").strip()
-    if cap.isdigit() and not isinstance(result, bool) and len(result) >= int(cap):
+    if cap.isdigit() and seen >= int(cap):
         cut_at = int(cap)
-    partial = None
+    return Answer(Solutions(variables, rows), cut_at, partial, seen, stopped)
+
+
+def _partial(headers: Mapping[str, str]) -> str | None:
     state = headers.get(_STATE_HEADER, "").strip()
-    if state and state != "00000":
-        # Virtuoso: "RC...: Returning incomplete results, query interrupted by result timeout.  Activity: ..."
-        message = headers.get(_MESSAGE_HEADER, "").split("Activity:")[0].removeprefix("RC...:").strip()
-        partial = f"{message} (state {state})" if message else f"state {state}"
-    return Answer(result, cut_at, partial)
+    if not state or state == "00000":
+        return None
+    # Virtuoso: "RC...: Returning incomplete results, query interrupted by result timeout.  Activity: ..."
+    message = headers.get(_MESSAGE_HEADER, "").split("Activity:")[0].removeprefix("RC...:").strip()
+    return f"{message} (state {state})" if message else f"state {state}"
+
+
+class _Body(io.RawIOBase):
+    """An answer's chunks as a file for pyoxigraph's reader; AnswerCut past `max_bytes`."""
+
+    def __init__(self, chunks: Iterator[bytes], max_bytes: int):
+        self._chunks = chunks
+        self._pending = b""
+        self.read_bytes = 0
+        self.max_bytes = max_bytes
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self.read_bytes += len(chunk)
+            if self.read_bytes > self.max_bytes:
+                raise AnswerCut()
+            self._pending = chunk
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def _standard_blank_nodes(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The chunks with Virtuoso's `nodeID://` dropped from blank nodes' values (module docstring)."""
+    carry = b""
+    for chunk in chunks:
+        data = _VIRTUOSO_BNODE.sub(rb"\1", carry + chunk)
+        carry, data = data[-_CARRY:], data[:-_CARRY]
+        if data:
+            yield data
+    if carry:
+        yield _VIRTUOSO_BNODE.sub(rb"\1", carry)
 
 
 def too_heavy(error_text: str) -> str | None:
@@ -85,34 +169,6 @@ def too_heavy(error_text: str) -> str | None:
         if pattern.search(error_text):
             return why
     return None
-
-
-def _standard_blank_nodes(body: bytes) -> bytes:
-    if b"nodeID://" not in body and b'"_:' not in body:
-        return body
-    try:
-        document = json.loads(body)
-        bindings = document["results"]["bindings"]
-    except (ValueError, KeyError, TypeError):
-        return body  # not what we can fix: let the parser say what is wrong
-    for binding in bindings:
-        for term in binding.values() if isinstance(binding, dict) else ():
-            _fix_term(term)
-    return json.dumps(document).encode()
-
-
-def _fix_term(term) -> None:
-    if not isinstance(term, dict) or not isinstance(term.get("value"), str):
-        return
-    value, kind = term["value"], term.get("type")
-    if kind == "uri" and value.startswith("_:"):  # Virtuoso's CONSTRUCT answers
-        kind = term["type"] = "bnode"
-        value = value[2:]
-    if kind == "bnode":
-        label = _BNODE_UNSAFE.sub("_", value.removeprefix("nodeID://").removeprefix("_:"))
-        term["value"] = label or "b"
-    for part in ("subject", "predicate", "object"):  # RDF-star triple terms
-        _fix_term(term.get(part))
 
 
 def refuse_if_too_heavy(url: str, error_text: str) -> None:

@@ -5,8 +5,11 @@ open, so a call to an HTTPS endpoint such as Wikidata's pays the TCP and TLS han
 not on every query. Within a call's deadline (`timeout_s`), 429 and 5xx answers and dropped
 connections are retried with exponential backoff, honouring Retry-After; past it, or when the
 endpoint cannot be reached, the call fails with an EndpointError that says what happened. The
-body is read in pieces against the deadline, so an endpoint that trickles bytes cannot hold a
-call for ever. Certificates are checked against the system's CAs (and SSL_CERT_FILE, if set).
+body streams to a reader (kg_mcp.backends.engine_answers) in pieces, each against the deadline, so
+an endpoint that trickles bytes cannot hold a call for ever; when the reader stops early (it has
+the rows it counts, or the answer passed its byte cap) the connection is closed rather than read
+to its end, which also tells the engine its client has gone. Certificates are checked against the
+system's CAs (and SSL_CERT_FILE, if set).
 
 Every query also carries the engine's own time limit (`engine_timeout`), so that an engine stops
 a query kg-mcp has given up on instead of computing on for minutes.
@@ -19,6 +22,8 @@ import logging
 import ssl
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 import httpx2
 
@@ -30,6 +35,10 @@ log = logging.getLogger(__name__)
 _RETRY_STATUS = {429, 500, 502, 503, 504}
 _BACKOFF_START_S = 0.5
 _RESULTS_JSON = "application/sparql-results+json, application/json;q=0.9"
+_FETCH_MAX_BYTES = 64 * 2**20  # `fetch` (whole answers as bytes, for measures) reads no more than this
+_ERROR_TEXT_BYTES = 4096
+T = TypeVar("T")
+Reader = Callable[[Iterator[bytes], Mapping[str, str]], T]
 
 
 # --- the engine's own time limit -----------------------------------------------------------------
@@ -116,13 +125,22 @@ class SparqlHttp:
         )
 
     def fetch(self, query: str) -> bytes:
-        """The endpoint's answer to `query`, within the deadline, retried where retrying can help."""
-        return self.fetch_with_headers(query)[0]
+        """The endpoint's whole answer to `query` as bytes (at most 64 MB), within the deadline."""
 
-    def fetch_with_headers(
-        self, query: str, graphs: tuple[str, ...] | None = None
-    ) -> tuple[bytes, dict[str, str]]:
-        """`fetch`, with the answer's headers (engines flag cut and partial answers there).
+        def whole(chunks: Iterator[bytes], headers: Mapping[str, str]) -> bytes:
+            body = bytearray()
+            for chunk in chunks:
+                body += chunk
+                if len(body) > _FETCH_MAX_BYTES:
+                    raise EndpointError(f"The endpoint {self.url} answered more than {_FETCH_MAX_BYTES // 2**20} MB.")
+            return bytes(body)
+
+        return self.answer(query, whole)
+
+    def answer(self, query: str, read: Reader[T], graphs: tuple[str, ...] | None = None) -> T:
+        """`read(chunks, headers)` over the endpoint's answer to `query`, within the deadline, retried
+        where retrying can help (each attempt with a fresh `read`). Whatever `read` leaves unread is
+        never fetched: the connection is closed.
 
         `graphs` replaces the dataset for this query (an empty tuple: the endpoint as it answers)."""
         graphs = self.graphs if graphs is None else graphs
@@ -133,7 +151,7 @@ class SparqlHttp:
             if deadline - time.monotonic() <= 0:
                 break
             try:
-                return self._request(query, deadline, graphs)
+                return self._request(query, deadline, graphs, read)
             except _Retryable as retryable:
                 last_problem, wait = retryable.problem, retryable.wait
             if wait is not None and time.monotonic() + wait >= deadline:
@@ -154,7 +172,7 @@ class SparqlHttp:
             "The KG service is slow or unavailable; try again later or with a narrower call.",
         )
 
-    def _request(self, query: str, deadline: float, graphs: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
+    def _request(self, query: str, deadline: float, graphs: tuple[str, ...], read: Reader[T]) -> T:
         remaining = max(0.001, deadline - time.monotonic())
         # The engine stops a little before this call gives up, so that what it found can still arrive.
         fields, headers = engine_timeout(self.engine, remaining * 0.9 - 0.5)
@@ -170,12 +188,7 @@ class SparqlHttp:
                     self.engine = _ENGINES_SEEN[self.url] = engine
                 if response.status_code != 200:
                     self._refuse(response)
-                chunks = []
-                for chunk in response.iter_bytes():
-                    chunks.append(chunk)
-                    if time.monotonic() > deadline:
-                        raise _Retryable(f"timed out (no complete answer within {self.timeout_s:g} s)")
-                return b"".join(chunks), dict(response.headers.items())
+                return read(self._chunks(response, deadline), dict(response.headers.items()))
         except httpx2.ConnectTimeout:
             raise _Retryable(f"timed out (no connection within {self.timeout_s:g} s)") from None
         except httpx2.TimeoutException:
@@ -183,17 +196,21 @@ class SparqlHttp:
         except httpx2.TransportError as e:  # refused, reset, dropped mid-answer, TLS failures
             raise _Retryable(f"it is unreachable (connection failed: {_describe(e)})") from None
 
+    def _chunks(self, response: httpx2.Response, deadline: float) -> Iterator[bytes]:
+        for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise _Retryable(f"timed out (no complete answer within {self.timeout_s:g} s)")
+            yield chunk
+
     def _refuse(self, response: httpx2.Response) -> None:
         """Raise what a non-200 answer means: a bad query, a fault to retry, or a refusal."""
         status = response.status_code
         reason = response.reason_phrase or "no reason given"
         if status == 400:
-            response.read()
-            message = f"The endpoint rejected the query: {_short(response.text)}"
+            message = f"The endpoint rejected the query: {_short(_error_text(response))}"
             raise InvalidInput(message, "Fix the query and try again.")
         if status >= 500:
-            response.read()
-            refuse_if_too_heavy(self.url, response.text[:4096])
+            refuse_if_too_heavy(self.url, _error_text(response))
         if status in _RETRY_STATUS:
             raise _Retryable(f"HTTP {status} ({reason})", _retry_after(response.headers.get("Retry-After")))
         if status == 404:
@@ -204,6 +221,16 @@ class SparqlHttp:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _error_text(response: httpx2.Response) -> str:
+    """The start of an error answer's text (its first 4 KB: an error page can be long)."""
+    head = bytearray()
+    for chunk in response.iter_bytes():
+        head += chunk
+        if len(head) >= _ERROR_TEXT_BYTES:
+            break
+    return bytes(head[:_ERROR_TEXT_BYTES]).decode(response.encoding or "utf-8", errors="replace")
 
 
 def _retry_after(value: str | None) -> float | None:

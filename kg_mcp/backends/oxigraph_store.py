@@ -17,6 +17,7 @@ from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
+from kg_mcp.observability import tracing
 
 # Up to this many edges around a node, get_relations counts them in Python from the index (see
 # kg_mcp.backends.store_patterns); past it, an aggregate query counts them in the engine.
@@ -180,13 +181,15 @@ class OxigraphBackend(SparqlBackend):
         return dict(zip(nodes, self._degree_readers.map(self._degree, nodes), strict=True))
 
     def _solutions(self, query: str) -> Solutions:
-        return self._read(lambda: solutions_of(self.store.query(query)))
+        with tracing.span("store query", **{"db.system": "oxigraph"}):
+            return self._read(lambda: solutions_of(self.store.query(query)))
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool)."""
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool).
+        A store is read whole (no --graph); a dataset written into the query's text (FROM) holds."""
         return self.query_pool().run(query, row_cap, self.settings.timeout_s)
 
     def query_pool(self) -> QueryPool:

@@ -1,23 +1,25 @@
 """Any SPARQL endpoint over HTTP, read-only.
 
 Queries travel through kg_mcp.backends.http_transport (kept-alive connections, one deadline a
-call, retries with backoff); results are parsed here. Wikimedia refuses generic user agents, so
-every request names kg-mcp and a contact.
+call, retries with backoff); answers are read as they stream in (kg_mcp.backends.engine_answers),
+no further than a byte cap: settings.endpoint_answer_mb for the tools' own queries (past it the
+call fails and says so) and settings.sparql_answer_mb for the sparql tool's (past it the rows read
+are shown, flagged cut). Wikimedia refuses generic user agents, so every request names kg-mcp and
+a contact.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import pyoxigraph as ox
 
 from kg_mcp import __version__
 from kg_mcp.backends import blank_nodes, text_search
-from kg_mcp.backends._queries import closure_edges, label_pattern_scan
-from kg_mcp.backends._rows import capped_rows
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan, path_ask
+from kg_mcp.backends._rows import counted_rows
 from kg_mcp.backends.base import Rows
-from kg_mcp.backends.engine_answers import Answer, Solutions, read_answer
+from kg_mcp.backends.engine_answers import STOPPED_AT_BYTES, Answer, Solutions, read_answer
 from kg_mcp.backends.http_transport import SparqlHttp
 from kg_mcp.backends.named_graphs import (
     SHOWN_GRAPHS,
@@ -30,6 +32,7 @@ from kg_mcp.backends.named_graphs import (
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
+from kg_mcp.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +104,16 @@ class RemoteBackend(SparqlBackend):
     def use_entity_search(self) -> bool:
         return self.text_search == "mwapi"
 
-    # --- transport (kg_mcp.backends.http_transport) ----------------------------------------------
-    def _fetch(self, query: str, graphs: tuple[str, ...] | None = None) -> tuple[bytes, dict[str, str]]:
-        return self.http.fetch_with_headers(query, graphs)
+    @property
+    def read_graphs(self) -> tuple[str, ...]:
+        return self.graph_plan.graphs
 
     def close(self) -> None:
         if self.names is not None:
             self.names.close()
         self.http.close()
 
+    # --- answers (kg_mcp.backends.http_transport, kg_mcp.backends.engine_answers) ---------------
     def _solutions(self, query: str) -> Solutions:
         answer = self._answer(query)
         if answer.partial:
@@ -118,6 +122,12 @@ class RemoteBackend(SparqlBackend):
                 f"({answer.partial}).",
                 "Narrow the call (fewer relations, a smaller limit) or try again later.",
             )
+        if answer.stopped == STOPPED_AT_BYTES:
+            raise EndpointError(
+                f"The endpoint's answer to this call passed {self.settings.endpoint_answer_mb:g} MB, the most "
+                f"kg-mcp reads of one answer, and was cut after {answer.seen:,} rows.",
+                "Narrow the call: name the relations, or use a smaller limit.",
+            )
         if answer.cut_at is not None:
             log.warning("endpoint %s cut an answer at its limit of %d rows", self.url, answer.cut_at)
         return answer.result
@@ -125,17 +135,48 @@ class RemoteBackend(SparqlBackend):
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
-    def run_query(self, query: str, row_cap: int) -> Rows:
-        answer = self._answer(query)
-        rows = capped_rows(answer.result, row_cap)
-        # An answer cut at the engine's row limit has no known total, however many rows came.
-        total = None if answer.cut_at is not None else rows.total
-        return replace(rows, total=total, cut_at=answer.cut_at, partial=answer.partial)
-
-    def _answer(self, query: str, graphs: tuple[str, ...] | None = None) -> Answer:
-        body, headers = self._fetch(query, graphs)
+    def reaches(self, sources, first, then, targets) -> bool | None:
+        # One property path in the engine, however deep the hierarchy; a timeout leaves it to the walk.
         try:
-            return read_answer(body, headers)
+            return self._boolean(path_ask(sources, first, then, targets))
+        except KGError as e:
+            log.info("property path not answered (%s): walking instead", e.message)
+            return None
+
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
+        cap_mb = self.settings.sparql_answer_mb
+        answer = self._answer(query, graphs, keep=row_cap, count=counted_rows(row_cap), max_mb=cap_mb)
+        if isinstance(answer.result, bool):
+            return Rows([], [], None, boolean=answer.result, partial=answer.partial)
+        variables = answer.result.variables
+        rows = [[solution[v] for v in variables] for solution in answer.result]
+        # An answer cut at the engine's row limit, or not read to its end, has no known total.
+        total = None if answer.cut_at is not None or answer.stopped else answer.seen
+        cut = None
+        if answer.stopped == STOPPED_AT_BYTES:
+            cut = f"the endpoint's answer passed {cap_mb:g} MB after {answer.seen:,} rows and was read no further"
+        return Rows(variables, rows, total, cut_at=answer.cut_at, partial=answer.partial, cut=cut)
+
+    def _answer(
+        self,
+        query: str,
+        graphs: tuple[str, ...] | None = None,
+        *,
+        keep: int | None = None,
+        count: int | None = None,
+        max_mb: float | None = None,
+    ) -> Answer:
+        """The endpoint's answer to `query`, read as it streams in: the first `keep` rows, counting
+        up to `count`, no further than `max_mb` (settings.endpoint_answer_mb by default)."""
+        max_bytes = int((max_mb or self.settings.endpoint_answer_mb) * 2**20)
+
+        def read(chunks, headers) -> Answer:
+            return read_answer(chunks, headers, max_bytes=max_bytes, keep=keep, count=count)
+
+        try:
+            with tracing.span("sparql endpoint query", **{"db.system": "sparql", "server.address": self.url}), \
+                    metrics.endpoint_query():
+                return self.http.answer(query, read, graphs)
         except SyntaxError as e:
             problem = str(e)
         # Raised outside the except block: the parser's frames (and its result iterator, bound to

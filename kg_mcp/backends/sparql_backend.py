@@ -213,6 +213,9 @@ class SparqlBackend(Backend):
         query = q.exact_label(name, self.label_predicates, self.settings.languages, limit)
         return [s["x"] for s in self._solutions(query) if isinstance(s["x"], ox.NamedNode)]
 
+    def labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
+        return list(dict.fromkeys(self._nodes_labelled(name, limit)))
+
     # --- neighbourhoods --------------------------------------------------------------------------
     def neighbours(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
@@ -364,6 +367,9 @@ class SparqlBackend(Backend):
             return self._blanks().exists(node)
         return self._boolean(q.ask_exists(node))
 
+    def uses_predicate(self, predicate: ox.NamedNode) -> bool:
+        return self._boolean(q.ask_predicate(predicate.value))
+
     # --- names -----------------------------------------------------------------------------------
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
         # Predicates are named by their property entity (wdt:P19 by wd:P19); in most profiles, themselves.
@@ -391,14 +397,17 @@ class SparqlBackend(Backend):
         named = [n for n in dict.fromkeys(nodes) if isinstance(n, ox.NamedNode)]
         return self._best_literals(named, self.profile.description_predicates)
 
-    def _consider_label(self, best: dict, node: Term, predicate: Term | None, literal: Term | None) -> None:
-        """Keep `literal` as `node`'s label if it ranks better: preferred language, then predicate."""
+    def _consider_label(
+        self, best: dict, node: Term, predicate: Term | None, literal: Term | None, preds: Sequence[str] | None = None
+    ) -> None:
+        """Keep `literal` as `node`'s label (or the literal of `preds`, in their order) if it ranks
+        better: preferred language, then predicate."""
         if not isinstance(literal, ox.Literal) or predicate is None:
             return
         languages = self.settings.languages
         lang = literal.language or ""
         lang_rank = languages.index(lang) if lang in languages else len(languages)
-        preds = self.label_predicates
+        preds = self.label_predicates if preds is None else preds
         rank = (lang_rank, preds.index(predicate.value) if predicate.value in preds else 99)
         if node not in best or rank < best[node][0]:
             best[node] = (rank, literal.value)
@@ -408,7 +417,7 @@ class SparqlBackend(Backend):
         best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
         for chunk in _chunks(nodes):
             for s in self._solutions(q.labels(chunk, predicates, self.settings.languages)):
-                self._consider_label(best, s["x"], s["lp"], s["l"])
+                self._consider_label(best, s["x"], s["lp"], s["l"], predicates)
         missing = [n for n in nodes if n not in best]
         for chunk in _chunks(missing):  # no label in a preferred language: take any language
             for s in self._solutions(q.any_label(chunk, predicates)):
@@ -508,7 +517,7 @@ class SparqlBackend(Backend):
         return {n: self._degree(n) for n in nodes}
 
     # --- whole store ---------------------------------------------------------------------------
-    def run_query(self, query: str, row_cap: int) -> Rows:
+    def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
         return capped_rows(self._run_any(query), row_cap)
 
     def _run_any(self, query: str) -> ox.QuerySolutions | ox.QueryTriples | bool:

@@ -1,5 +1,5 @@
-"""Request checks of the HTTP transports that the SDK makes too loosely: Host and Origin (DNS
-rebinding), and JSON-RPC ids.
+"""Request checks of the HTTP transports that the SDK makes too loosely or too late: Host and
+Origin (DNS rebinding), request bodies (their size, batches) and JSON-RPC ids.
 
 The SDK matches an allowed `http://127.0.0.1:*` as a text prefix, so `http://127.0.0.1:1@evil.com`
 passed; here both headers are parsed (scheme, host, port, nothing else) and compared as values.
@@ -18,6 +18,12 @@ import pydantic_core
 log = logging.getLogger(__name__)
 
 INVALID_REQUEST = -32600
+# Messages in one JSON-RPC batch. The MCP SDK runs none (batches left the protocol in 2025-06-18)
+# but validates and words every message of one before it says so: 80,000 pings cost a second.
+MAX_BATCH = 16
+METHODS_KEY = "kg_mcp.methods"  # scope key: the JSON-RPC methods of a checked POST body
+# A body over the cap is read and dropped up to this many times the cap before the 413 (see _too_large).
+DRAIN_FACTOR = 32
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # A host is a DNS name, an IPv4 address or a bracketed IPv6 address; a port is 1-5 digits. Nothing
 # else (userinfo, paths, queries, spaces, "null") is an origin or a Host we serve.
@@ -108,12 +114,18 @@ _ORIGIN_MESSAGE = (
 )
 
 
-class JsonRpcIdCheck:
-    """ASGI middleware for the MCP POST endpoint: a request (a message with a method) whose id is
-    not a string or an integer is answered 400 with a JSON-RPC Invalid Request error.
+class JsonRpcCheck:
+    """ASGI middleware for the MCP POST endpoint: the body is bounded before it is read, and checked
+    before the SDK parses it.
 
-    Bodies are read up to `max_body` bytes and replayed to the app unchanged; longer ones are
-    passed on unread for the SDK to refuse (413).
+    - a body over `max_body` bytes is answered 413 at once: by its Content-Length before a byte is
+      read, or as soon as a body without one passes the cap (the rest is never read);
+    - a batch (a JSON array) of more than MAX_BATCH messages is answered 400 with a JSON-RPC
+      Invalid Request error (the SDK would validate every message and word every failure);
+    - a request (a message with a method) whose id is not a string or an integer is answered 400
+      with an Invalid Request error (the SDK reads it as a notification: 202, never run).
+
+    A body that passes is replayed to the app unchanged.
     """
 
     def __init__(self, app, max_body: int):
@@ -123,38 +135,82 @@ class JsonRpcIdCheck:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
-        received, size, complete = [], 0, False
-        while size <= self.max_body:
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return await self._too_large(receive, send, 0, more=int(declared) <= DRAIN_FACTOR * self.max_body,
+                                         declared=int(declared))
+        received, size = [], 0
+        while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return  # the client left (or was timed out) before its body was whole: nobody to answer
             received.append(message)
-            if message["type"] != "http.request":
-                break
             size += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                complete = size <= self.max_body
+            more = message.get("more_body", False)
+            if size > self.max_body:
+                return await self._too_large(receive, send, size, more)
+            if not more:
                 break
-        if complete:
-            problem = invalid_id(b"".join(m.get("body", b"") for m in received))
-            if problem:
-                log.info("refused a JSON-RPC request: %s", problem)
-                error = {"code": INVALID_REQUEST, "message": f"Invalid Request: {problem}"}
-                return await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
+        parsed = _parsed(b"".join(m.get("body", b"") for m in received))
+        # What the body asks for, for the session caps behind: only an initialize opens a session.
+        scope[METHODS_KEY] = tuple(m.get("method") for m in (parsed if isinstance(parsed, list) else [parsed]) if isinstance(m, dict))
+        problem = invalid_message(parsed)
+        if problem:
+            log.info("refused a JSON-RPC request: %s", problem)
+            error = {"code": INVALID_REQUEST, "message": f"Invalid Request: {problem}"}
+            return await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
 
         async def replay():
             return received.pop(0) if received else await receive()
 
         return await self.app(scope, replay, send)
 
+    async def _too_large(self, receive, send, read: int, more: bool, declared: int | None = None) -> None:
+        """413. The rest of the body is read and dropped (never kept or parsed) up to DRAIN_FACTOR
+        times the cap, so the client, still sending, gets the answer rather than a reset; a longer
+        body (or one declared longer) is not read on: the connection is closed after the answer."""
+        while more and read <= DRAIN_FACTOR * self.max_body:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            read += len(message.get("body", b""))
+            more = message.get("more_body", False)
+        if declared is not None and read < declared:
+            more = True  # not all of it was read: the connection cannot serve another request
+        log.info("refused a request body of %s bytes (--max-body %d)", f"{declared or read:,}", self.max_body)
+        message = (
+            f"Request body too large: this server reads at most {self.max_body:,} bytes a request. "
+            "Send fewer or shorter arguments, or split the work over several calls."
+        )
+        error = {"code": INVALID_REQUEST, "message": message}
+        await _send_json(send, 413, {"jsonrpc": "2.0", "id": None, "error": error}, close=more)
 
-def invalid_id(body: bytes) -> str | None:
-    """What is wrong with the ids of the JSON-RPC requests in `body`, or None (also for bodies that
-    are not JSON: the SDK answers those with its parse error)."""
+
+def _parsed(body: bytes):
+    """The body as JSON, or None when it is not JSON (the SDK answers that with its parse error)."""
     try:
-        parsed = pydantic_core.from_json(body)
+        return pydantic_core.from_json(body)
     except ValueError:
         return None
+
+
+def invalid_message(parsed) -> str | None:
+    """What is wrong with a parsed JSON-RPC body: a batch past MAX_BATCH messages, or an id that is
+    not a string or an integer; None otherwise.
+
+    >>> invalid_message([{"jsonrpc": "2.0", "method": "ping", "id": 1}] * 40)[:40]
+    'a batch may hold at most 16 messages, no'
+    """
+    if isinstance(parsed, list) and len(parsed) > MAX_BATCH:
+        return (
+            f"a batch may hold at most {MAX_BATCH} messages, not {len(parsed):,}. Send each request in a POST "
+            "of its own (the protocol since 2025-06-18 has no batches)."
+        )
+    return invalid_id(parsed)
+
+
+def invalid_id(parsed) -> str | None:
+    """What is wrong with the ids of the JSON-RPC requests in a parsed body, or None."""
     for message in parsed if isinstance(parsed, list) else [parsed]:
         if isinstance(message, dict) and "method" in message and "id" in message:
             request_id = message["id"]
@@ -169,8 +225,10 @@ def invalid_id(body: bytes) -> str | None:
     return None
 
 
-async def _send_json(send, status: int, payload: dict) -> None:
+async def _send_json(send, status: int, payload: dict, close: bool = False) -> None:
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:  # the rest of the request was never read: the connection cannot serve another
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 # those already open when the server starts.
 FD_RESERVE = 256
 MIN_CONNECTIONS = 16
+MIN_BODY_BYTES = 1024  # an initialize request fits
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -34,15 +35,21 @@ class HttpLimits:
     """Every bound of the HTTP layer; 0 for a count means "automatic" (max_connections) or "off".
 
     Defaults, and why: a client that has not sent its request head in 10 s is not a slow client but
-    a held socket (any real client sends it at once); 30 s covers a 4 MiB body on a slow link. One
-    address may hold 256 connections (a team behind one NAT, each MCP client using 2-3) and 64
-    sessions (clients that forget to close theirs lose their oldest idle ones, nobody else's); all
-    clients together 1,000 sessions (about 33 KB each), closed after 30 idle minutes.
+    a held socket (any real client sends it at once); 30 s covers a body at the cap on a slow link,
+    and a client that takes none of its response for 30 s is not reading it. A request body is at
+    most 256 KiB: the largest call a tool allows (50 path claims of 10 hops, a 20,000-character
+    query) is a tenth of that, and a body is parsed whole before any check. One client (an
+    address, IPv6 per /64) may hold 256 connections (a team behind one NAT, each MCP client using
+    2-3) and 64 sessions (clients that forget to close theirs lose their oldest idle ones); all
+    clients together 1,000 sessions (about 33 KB each), closed after 30 idle minutes or, when the
+    server is full, the oldest idle one of the client holding the most.
     """
 
     # The defaults are the settings' own (kg_mcp.settings), written once there.
     header_timeout_s: float = _default("header_timeout_s")
     body_timeout_s: float = _default("body_timeout_s")
+    write_timeout_s: float = _default("write_timeout_s")
+    max_body_bytes: int = _default("max_body_bytes")
     max_connections: int = _default("max_connections")  # 0: the open-file limit less a reserve (connection_cap)
     max_connections_per_client: int = _default("max_connections_per_client")
     max_sessions: int = _default("max_sessions")
@@ -53,8 +60,10 @@ class HttpLimits:
 
     def __post_init__(self):
         object.__setattr__(self, "networks", tuple(parse_proxies(self.trusted_proxies)))
-        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0 or self.session_idle_timeout_s <= 0:
+        if min(self.header_timeout_s, self.body_timeout_s, self.write_timeout_s, self.session_idle_timeout_s) <= 0:
             raise ConfigError("HTTP timeouts must be positive numbers of seconds.")
+        if self.max_body_bytes < MIN_BODY_BYTES:
+            raise ConfigError(f"The request body cap must be at least {MIN_BODY_BYTES:,} bytes.")
         if min(self.max_connections, self.max_connections_per_client) < 0 or min(self.max_sessions, self.max_sessions_per_client) < 1:
             raise ConfigError("Connection caps must be 0 (automatic/off) or more, session caps 1 or more.")
 

@@ -9,6 +9,7 @@ tool errors that tell the model how to fix the call.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Literal
 
 import anyio
@@ -21,11 +22,16 @@ from pydantic import Field
 
 from kg_mcp import deadline
 from kg_mcp.backends import Backend
+from kg_mcp.caller import current as current_caller
 from kg_mcp.errors import KGError
+from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
+from kg_mcp.state import SharedState, SharedStateError
+from kg_mcp.state.memory import InProcessState
 from kg_mcp.tools._render import ToolOutput, bounded_data
 from kg_mcp.tools.find_entities import FindResult, find_entities
+from kg_mcp.tools.lanes import Busy, Lane
 from kg_mcp.tools.follow import FollowResult, follow
 from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
 from kg_mcp.tools.search import SearchResult, search
@@ -33,7 +39,6 @@ from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
-from kg_mcp.traversal import TraversalStore
 
 __all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
@@ -68,10 +73,12 @@ OUTPUT_MODELS = {
 # A call that may read more rows than this (with their labels) is a long one: tens of milliseconds
 # on a hub, too long to hold the event loop (see the lanes in register_tools).
 LIGHT_ROWS = 200
+PLACE_POLL_S = 0.05  # how often a long call waiting for its caller's place on another replica looks again
 
 
-def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> None:
-    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool)."""
+def register_tools(server: MCPServer, backend: Backend, settings: Settings, shared: SharedState | None = None) -> None:
+    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool); state that
+    outlives a call (kgr_search's traversals) lives in `shared` (kg_mcp.state; this process by default)."""
     annotations = ToolAnnotations(
         read_only_hint=True,
         destructive_hint=False,
@@ -79,22 +86,64 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         open_world_hint=backend.kind == "remote",
     )
 
-    # Three lanes. On a local store the ordinary one-entity tools run on the event loop when they
+    # Where calls run. On a local store the ordinary one-entity tools run on the event loop when they
     # read at most LIGHT_ROWS rows: their queries take well under a millisecond, less than the two
-    # hand-offs of a thread (each a wake-up that waits for a free core on a busy machine). Remote
-    # calls wait on the network: those run on a worker thread. Calls whose work grows with their arguments (verify,
-    # follow, kgr_search, batches) run on a worker thread too, and at most settings.heavy_calls of
-    # them at once: a burst of them can neither stall the event loop (every other client's calls,
-    # even a 401) nor take every worker thread. Every call has a deadline (kg_mcp.deadline) from the
-    # moment it arrives: its loops stop past it, and a heavy call that cannot get a place in time
-    # is told the server is busy.
+    # hand-offs of a thread (each a wake-up that waits for a free core on a busy machine). Every
+    # other call runs on a thread, in one of three lanes (kg_mcp.tools.lanes), each with its own
+    # places and threads and each fair between callers (kg_mcp.caller: the signed-in subject, else
+    # the address): "long" for calls whose work grows with their arguments (verify, follow,
+    # kgr_search, batches); "sparql" for the sparql tool (on a local store as many places as query
+    # workers, so one caller holds at most one worker); "short" for the rest (every call that waits
+    # on an endpoint, name lookups). A burst can then neither stall the event loop (every other
+    # client's calls, even a 401) nor take every thread, nor keep another caller from its turn.
+    # Every call has a deadline (kg_mcp.deadline) from the moment it arrives: its loops stop past
+    # it, and a call that cannot get a place in time is told the server is busy.
     local = backend.kind == "oxigraph"
-    heavy_lane: RunVar[anyio.CapacityLimiter] = RunVar("kg_mcp_heavy_lane")
+    share = max(1, settings.heavy_calls // 2)
+    sparql_places = settings.query_workers if local else settings.sparql_calls
+    lanes = {
+        "long": _lane_of_loop("long calls", settings.heavy_calls, share, settings),
+        "sparql": _lane_of_loop("sparql queries", sparql_places, 1, settings),
+        "short": _lane_of_loop("calls", settings.short_calls, max(1, settings.short_calls // 4), settings),
+    }
 
-    def call(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
+    # Where state that outlives a call lives (kg_mcp.state): kgr_search's trees, and with Redis the
+    # caller's long calls across every replica, so that its share holds on the team's servers together.
+    shared = shared or InProcessState()
+
+    async def place_across_replicas(caller: str) -> str | None:
+        """One of the caller's `share` long-call places over all replicas, waited for until the
+        deadline; None when the state is this process's (the lane's share is all there is) or Redis
+        does not answer (each replica's share holds meanwhile)."""
+        if not shared.between_processes:
+            return None
+        while True:
+            try:
+                token = await anyio.to_thread.run_sync(
+                    shared.take_place, "long", caller, share, settings.tool_timeout_s + 5)
+            except SharedStateError:
+                return None
+            if token is not None:
+                return token
+            if (deadline.left() or 0) <= PLACE_POLL_S:
+                raise Busy(f"Busy: you already have {share} long call(s) running on this team's servers, the most "
+                           "one client may at once. Retry once one of them has finished.")
+            await anyio.sleep(PLACE_POLL_S)
+
+    # Long calls in worker processes (kg_mcp.tools.processes) when settings.worker_processes says so.
+    pool = None
+    if settings.worker_processes and local and getattr(backend, "path", None):
+        from kg_mcp.tools.processes import WorkerPool
+
+        pool = WorkerPool(backend.path, backend.profile.name, settings, settings.worker_processes)
+
+    def call(tool: Callable[..., ToolOutput], *args, in_worker: bool = False) -> CallToolResult:
         try:
             with deadline.within(settings.tool_timeout_s):
-                out = tool(backend, settings, *args)
+                if in_worker and pool is not None and tool.__name__ in pool.TOOLS:
+                    out, _ = pool.run(tool.__name__, args)
+                else:
+                    out = tool(backend, settings, *args)
         except KGError as error:
             raise ToolError(str(error)) from None
         return CallToolResult(
@@ -102,30 +151,29 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             structured_content=bounded_data(out.data.model_dump(mode="json"), out.limit_chars or settings.max_output_chars),
         )
 
-    async def run(tool: Callable[..., ToolOutput], *args, heavy: bool = False) -> CallToolResult:
+    async def run(tool: Callable[..., ToolOutput], *args, lane: str | None = None) -> CallToolResult:
+        """`tool` in its lane (None: a light call, on the event loop on a local store, else a short one)."""
         with deadline.within(settings.tool_timeout_s):
-            if not heavy:
+            if lane is None:
                 if local:
                     return call(tool, *args)
-                return await anyio.to_thread.run_sync(call, tool, *args)
-            lane = _lane(heavy_lane, settings.heavy_calls)
-            try:  # a free place is taken at once: only a wait for one is held to the deadline
-                lane.acquire_nowait()
-                placed = True
-            except anyio.WouldBlock:
-                placed = False
-                with anyio.move_on_after(deadline.left() or 0):
-                    await lane.acquire()
-                    placed = True
-            if not placed:
-                raise ToolError(
-                    f"The server is busy with other long calls and this one waited its whole time limit "
-                    f"({settings.tool_timeout_s:g} s) for a turn. Try again in a moment, or narrow the call."
-                )
+                lane = "short"
+            chosen = lanes[lane]()
+            if lane == "long":
+                metrics.watch_long_calls(chosen)
+            # Long calls go to the worker processes when there are some (kg_mcp.tools.processes).
+            fn = partial(call, in_worker=True) if lane == "long" else call
+            caller, place = current_caller().key, None
             try:
-                return await anyio.to_thread.run_sync(call, tool, *args)
+                if lane == "long":
+                    place = await place_across_replicas(caller)
+                return await chosen.run_sync(caller, deadline.left(), fn, tool, *args)
+            except Busy as busy:
+                raise ToolError(str(busy)) from None
             finally:
-                lane.release()
+                if place is not None:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(shared.give_back_place, "long", caller, place)
 
     @server.tool(name="search", annotations=annotations)
     async def search_tool(
@@ -158,7 +206,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         """
         rows = (limit or settings.search_p) if properties_to_filter_for else settings.search_k + 1
         heavy = bool(entities) or rows > LIGHT_ROWS
-        return await run(search, entity, direction, properties_to_filter_for, limit, entities, heavy=heavy)
+        return await run(search, entity, direction, properties_to_filter_for, limit, entities, lane="long" if heavy else None)
 
     @server.tool(name="follow", annotations=annotations)
     async def follow_tool(
@@ -210,7 +258,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         unless another film reaches them too. The output says how much that shrank each hop and
         names the end entities reached only that way; exclude_through="none" keeps them.
         """
-        return await run(follow, entity, path, entities, paths, limit, exclude_through, exclude, heavy=True)
+        return await run(follow, entity, path, entities, paths, limit, exclude_through, exclude, lane="long")
 
     @server.tool(name="get_relations", annotations=annotations)
     async def get_relations_tool(entity: Entity) -> CallToolResult:
@@ -232,7 +280,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         Pass several entities in entities to walk the same relations from all of them in one call.
         """
         heavy = bool(entities) or len(relations) * (limit or settings.explore_limit) > LIGHT_ROWS
-        return await run(explore_kg, entity, relations, entities, limit, heavy=heavy)
+        return await run(explore_kg, entity, relations, entities, limit, lane="long" if heavy else None)
 
     @server.tool(name="verify", annotations=annotations)
     async def verify_tool(
@@ -241,8 +289,9 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
             Field(description="Triples {subject, relation, object} or paths {path: [triples...]}."),
         ],
     ) -> CallToolResult:
-        """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
-        return await run(verify, claims, heavy=True)
+        """Check claimed facts against the KG: supported (stated, or entailed through RDFS/OWL, with the chain),
+        conflicting (what the KG says instead), not_found or unknown_entity."""
+        return await run(verify, claims, lane="long")
 
     @server.tool(name="find_entities", annotations=annotations)
     async def find_entities_tool(
@@ -252,11 +301,10 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         """Entities by name, as people type it: exact label first, then aliases, all words in any order and near
         spellings (typos). Rows give id, label, description, degree and how each matched."""
         # A typo search reads many name rows: on a thread, off the event loop.
-        return await anyio.to_thread.run_sync(call, find_entities, name, limit)
+        return await run(find_entities, name, limit, lane="short")
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
-    traversals = TraversalStore()
     ranker = ranker_from_env()
 
     @server.tool(
@@ -290,29 +338,47 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         next-best unexplored neighbour, climbing further up while a parent has none left, up to the
         topic entity.
         """
-        key = traversal_key(session, ctx.headers)
+        caller = current_caller().key
+        key = traversal_key(session, ctx.headers, caller)
+        # A proxy's retry of this very request (the answer was lost with a replica) carries the same id.
+        request_id = next((v for k, v in (ctx.headers or {}).items() if k.lower() == "x-request-id"), None)
 
         def search_tree(backend, settings, *args) -> ToolOutput:
-            return kgr_search(backend, settings, traversals.tree(key, question), ranker, *args)
+            with shared.checkout(key, question, request_id, caller) as taken:
+                if taken.replayed is not None:
+                    return ToolOutput(taken.replayed["text"], TraverseResult.model_validate(taken.replayed["data"]))
+                if pool is not None:
+                    with taken.tree.lock:  # one step at a time on a tree, as kgr_search itself holds it
+                        out, moved = pool.run("kgr_search", args, taken.tree)
+                    taken.tree = moved
+                else:
+                    out = kgr_search(backend, settings, taken.tree, ranker, *args)
+                taken.answer = {"text": out.text, "data": out.data.model_dump(mode="json")}
+                return out
 
-        return await run(search_tree, entity, backtrack, top_k, heavy=True)
+        return await run(search_tree, entity, backtrack, top_k, lane="long")
 
     if settings.sparql_tool:
 
         @server.tool(name="sparql", annotations=annotations)
-        def sparql_tool(
+        async def sparql_tool(
             query: Annotated[str, Field(description="A SPARQL SELECT or ASK query.")],
         ) -> CallToolResult:
             """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
-            return call(sparql, query)
+            return await run(sparql, query, lane="sparql")
 
 
-def _lane(var: RunVar[anyio.CapacityLimiter], places: int) -> anyio.CapacityLimiter:
-    """The heavy calls' limiter of this event loop (made on first use: a limiter belongs to one loop)."""
-    try:
-        return var.get()
-    except LookupError:
-        lane = anyio.CapacityLimiter(places)
-        var.set(lane)
-        return lane
+def _lane_of_loop(what: str, places: int, share: int, settings: Settings) -> Callable[[], Lane]:
+    """A getter of this lane for the running event loop (made on first use: a lane belongs to one loop)."""
+    var: RunVar[Lane] = RunVar(f"kg_mcp_lane_{what}")
 
+    def lane() -> Lane:
+        try:
+            return var.get()
+        except LookupError:
+            made = Lane(what, places, share, queue_per_caller=settings.queued_calls_per_caller,
+                        queue_total=settings.queued_calls)
+            var.set(made)
+            return made
+
+    return lane

@@ -56,20 +56,29 @@ class TraverseResult(BaseModel):
     triples: list[TripleOut] = []
 
 
-def traversal_key(session: str | None, headers: Mapping[str, str] | None) -> str | None:
+def traversal_key(session: str | None, headers: Mapping[str, str] | None, caller: str = "local") -> str | None:
     """Where a kgr_search call's traversal tree is kept (see kg_mcp/traversal.py); None: nowhere.
 
-    >>> traversal_key("q7", None), traversal_key(None, None), traversal_key(None, {"mcp-session-id": "ab"})
-    ('session:q7', 'local', 'mcp-session:ab')
-    >>> traversal_key(None, {"host": "x"}) is None
+    Every key starts with the caller's key (kg_mcp.caller) and, over HTTP, the caller's MCP session
+    when it has one: a `session` name is a name within them, so another caller's calls naming the
+    same session reach a tree of their own, never this one.
+
+    >>> traversal_key("q7", None), traversal_key(None, None), traversal_key(None, {"mcp-session-id": "ab"}, "addr:10.0.0.1")
+    ('local session:q7', 'local', 'addr:10.0.0.1 mcp-session:ab')
+    >>> traversal_key("q7", {"mcp-session-id": "ab"}, "addr:10.0.0.1")
+    'addr:10.0.0.1 mcp-session:ab session:q7'
+    >>> traversal_key(None, {"host": "x"}, "addr:10.0.0.1") is None
     True
     """
+    mcp_session = None
+    if headers is not None:
+        mcp_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
+    owner = f"{caller} mcp-session:{mcp_session}" if mcp_session else caller
     if session:
-        return f"session:{session}"
+        return f"{owner} session:{session}"
     if headers is None:  # stdio or in-process: one client per server
-        return "local"
-    mcp_session = next((v for k, v in headers.items() if k.lower() == "mcp-session-id"), None)
-    return f"mcp-session:{mcp_session}" if mcp_session else None
+        return owner
+    return owner if mcp_session else None
 
 
 @dataclass

@@ -1,0 +1,580 @@
+"""kg-mcp's own SPARQL text, written from rdflib's parse tree of a user's query and checked as written.
+
+rdflib's parse tree (`rdflib.plugins.sparql.parser.parseQuery`) mirrors the grammar: one node per
+production, named as the grammar names it. The writer knows a short list of them, the SELECT and
+ASK forms and what they hold, and writes each back in one fixed spelling:
+
+- every IRI absolute, between < >, resolved here from the query's prefixes and BASE (no PREFIX
+  and no BASE is sent), and checked by the policy (kg_mcp.sparql.policy) as written;
+- every keyword and symbol apart from its neighbours by a space, on one line, with no comment;
+- strings in double quotes with their quotes, backslashes and line ends escaped by us; language
+  tags, numbers and variables written by us from their values;
+- every expression that has an operator in brackets, so that no engine's precedence rules matter.
+
+A node it does not know, a SERVICE, FROM or function call outside the policy, is refused with a
+tool error that says what to write instead. The dataset is written in too: with graphs to keep to,
+the query gets FROM and FROM NAMED for each, a `GRAPH <iri>` outside them is refused and a
+`GRAPH ?g` is joined with VALUES of them. So what runs is what was checked, on every engine.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+from pyparsing import ParseResults
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import BNode, Literal, URIRef, Variable
+
+from kg_mcp.errors import InvalidInput, QueryRefused
+from kg_mcp.sparql.policy import XSD, QueryPolicy, refused_dataset
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_IRIREF = re.compile(r'[^<>"{}|^`\\\x00-\x20]*')
+_LOCAL_ESCAPE = re.compile(r"\\(.)")
+_LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
+_VARNAME = re.compile(r"[\w\u00b7\u0300-\u036f\u203f-\u2040]+")
+_BNODE_LABEL = re.compile(r"\w(?:[\w\-.]*[\w\-])?")
+_CODEPOINT_ESCAPE = re.compile(r"\\[uU][0-9A-Fa-f]{4}")
+_STRING_ESCAPES = str.maketrans(
+    {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+)
+# Numbers written bare when their lexical form is the grammar's own for their type; else typed.
+_NUMBERS = {
+    XSD + "integer": re.compile(r"[+-]?[0-9]+"),
+    XSD + "decimal": re.compile(r"[+-]?[0-9]*\.[0-9]+"),
+    XSD + "double": re.compile(r"[+-]?(?:[0-9]+\.[0-9]*|\.?[0-9]+)[eE][+-]?[0-9]+"),
+}
+_BOOLEAN = XSD + "boolean"
+# Engines' virtual services and Virtuoso's procedures are named by these prefixes without a PREFIX:
+# read as Virtuoso reads them, so that the policy sees them (other undeclared prefixes are an error).
+_ENGINE_PREFIXES = ("bif", "sql")
+
+_CHAINS = {"ConditionalOrExpression": "||", "ConditionalAndExpression": "&&"}
+_UNARY = {"UnaryNot": "!", "UnaryPlus": "+", "UnaryMinus": "-"}
+# Built-in calls by the fields their arguments are in, in order (rdflib names them so).
+_ONE = ("arg",)
+_TWO = ("arg1", "arg2")
+_BUILTIN_ARGS = {
+    **{name: () for name in ("RAND", "NOW", "UUID", "STRUUID")},
+    **{name: _ONE for name in (
+        "STR", "LANG", "DATATYPE", "BOUND", "IRI", "URI", "ABS", "CEIL", "FLOOR", "ROUND", "STRLEN",
+        "UCASE", "LCASE", "ENCODE_FOR_URI", "YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS",
+        "TIMEZONE", "TZ", "MD5", "SHA1", "SHA256", "SHA384", "SHA512", "isIRI", "isURI", "isBLANK",
+        "isLITERAL", "isNUMERIC", "BNODE",
+    )},
+    **{name: _TWO for name in (
+        "LANGMATCHES", "CONTAINS", "STRSTARTS", "STRENDS", "STRBEFORE", "STRAFTER", "STRLANG", "STRDT",
+        "sameTerm",
+    )},
+    "IF": ("arg1", "arg2", "arg3"),
+    "REGEX": ("text", "pattern", "flags"),
+    "SUBSTR": ("arg", "start", "length"),
+    "REPLACE": ("arg", "pattern", "replacement", "flags"),
+}  # fmt: skip
+_LIST_BUILTINS = {"CONCAT", "COALESCE"}
+_AGGREGATES = {
+    "Aggregate_Count": "COUNT", "Aggregate_Sum": "SUM", "Aggregate_Min": "MIN", "Aggregate_Max": "MAX",
+    "Aggregate_Avg": "AVG", "Aggregate_Sample": "SAMPLE", "Aggregate_GroupConcat": "GROUP_CONCAT",
+}  # fmt: skip
+# What to call the constructs the writer refuses, and what to write instead.
+_NOT_WRITTEN = {
+    "ConstructQuery": ("CONSTRUCT queries", "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }."),
+    "DescribeQuery": ("DESCRIBE queries", "Rewrite it as a SELECT, e.g. SELECT ?p ?o WHERE { <iri> ?p ?o }."),
+    "InversePath": ("An inverse path inside a negated property set, !(^p)", "List the inverse step with ^ outside the !(...)."),
+    "DistinctPath": ("DISTINCT(path)", "Use SELECT DISTINCT instead."),
+}
+
+
+def field(node: CompValue, key: str, default=None):
+    """A field of a parse-tree node (CompValue.get returns the key itself when the field is missing)."""
+    return dict.get(node, key, default)
+
+
+def _refuse(node) -> QueryRefused:
+    name = getattr(node, "name", type(node).__name__)
+    what, hint = _NOT_WRITTEN.get(name, (f"The construct {name}", "Rewrite the query with standard SPARQL 1.1 SELECT syntax."))
+    return QueryRefused(f"{what} cannot be run by kg-mcp.", hint)
+
+
+class Writer:
+    """Writes one parsed query (`write`); checks every IRI, service, function and graph on the way."""
+
+    def __init__(self, policy: QueryPolicy):
+        self.policy = policy
+        self.base: str | None = None
+        self.prefixes: dict[str, str] = {}
+        self.out: list[str] = []
+
+    # --- the query ------------------------------------------------------------------------------
+    def write(self, parsed) -> tuple[str, str]:
+        """(text, form) of the parse `parsed` ([prologue, query])."""
+        prologue, query = parsed[0], parsed[1]
+        for declaration in prologue:
+            self._declare(declaration)
+        name = getattr(query, "name", None)
+        if name == "SelectQuery":
+            self._select(query, top=True)
+        elif name == "AskQuery":
+            self._emit("ASK")
+            self._dataset(query)
+            self._where(query)
+        else:
+            raise _refuse(query)
+        return " ".join(self.out), name
+
+    def _declare(self, declaration: CompValue) -> None:
+        if declaration.name == "Base":
+            self.base = self._absolute(str(declaration["iri"]))
+        elif declaration.name == "PrefixDecl":
+            self.prefixes[field(declaration, "prefix", "")] = self._resolved(str(declaration["iri"]))
+        else:
+            raise _refuse(declaration)
+
+    def _select(self, query: CompValue, *, top: bool) -> None:
+        self._emit("SELECT")
+        if modifier := field(query, "modifier"):
+            self._emit(str(modifier).upper())
+        projection = field(query, "projection")
+        if not projection:
+            self._emit("*")
+        for item in projection or ():
+            if item.name != "vars":
+                raise _refuse(item)
+            if "var" in item:
+                self._emit(self._variable(item["var"]))
+            else:
+                self._emit("(")
+                self._expression(item["expr"])
+                self._emit("AS", self._variable(item["evar"]), ")")
+        if top:
+            self._dataset(query)
+        self._where(query)
+
+    def _dataset(self, query: CompValue) -> None:
+        if field(query, "datasetClause"):
+            raise refused_dataset()
+        for graph in self.policy.graphs:
+            self._emit("FROM", self._checked_iri(graph))
+        for graph in self.policy.graphs:
+            self._emit("FROM", "NAMED", self._checked_iri(graph))
+
+    def _where(self, query: CompValue) -> None:
+        self._emit("WHERE")
+        self._group(query["where"])
+        if group := field(query, "groupby"):
+            self._emit("GROUP", "BY")
+            for condition in group["condition"]:
+                self._group_condition(condition)
+        if having := field(query, "having"):
+            self._emit("HAVING")
+            for condition in having["condition"]:
+                self._bracketed(condition)
+        if order := field(query, "orderby"):
+            self._emit("ORDER", "BY")
+            for condition in order["condition"]:
+                self._order_condition(condition)
+        if limits := field(query, "limitoffset"):
+            for word in ("limit", "offset"):
+                if (value := field(limits, word)) is not None:
+                    self._emit(word.upper(), str(int(value)))
+        if values := field(query, "valuesClause"):
+            self._values(values)
+
+    def _group_condition(self, condition) -> None:
+        if isinstance(condition, CompValue) and condition.name == "GroupAs":
+            self._emit("(")
+            self._expression(condition["expr"])
+            if (var := field(condition, "var")) is not None:
+                self._emit("AS", self._variable(var))
+            self._emit(")")
+        elif isinstance(condition, Variable):
+            self._emit(self._variable(condition))
+        else:  # a built-in or function call
+            self._bracketed(condition)
+
+    def _order_condition(self, condition: CompValue) -> None:
+        if condition.name != "OrderCondition":
+            raise _refuse(condition)
+        expression = condition["expr"]
+        if order := field(condition, "order"):
+            self._emit(str(order).upper())
+            self._bracketed(expression)
+        elif isinstance(expression, Variable):
+            self._emit(self._variable(expression))
+        else:
+            self._bracketed(expression)
+
+    # --- graph patterns -------------------------------------------------------------------------
+    def _group(self, group: CompValue) -> None:
+        """`{ ... }`: a sub-select or the parts of a group."""
+        self._emit("{")
+        if group.name == "SubSelect":
+            self._select(group, top=False)
+        elif group.name == "GroupGraphPatternSub":
+            for part in field(group, "part") or ():
+                self._part(part)
+        else:
+            raise _refuse(group)
+        self._emit("}")
+
+    def _part(self, part: CompValue) -> None:
+        name = part.name
+        if name == "TriplesBlock":
+            for triples in part["triples"]:
+                self._triples(triples)
+        elif name == "GroupOrUnionGraphPattern":
+            for i, group in enumerate(part["graph"]):
+                if i:
+                    self._emit("UNION")
+                self._group(group)
+        elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
+            self._emit("OPTIONAL" if name == "OptionalGraphPattern" else "MINUS")
+            self._group(part["graph"])
+        elif name == "GraphGraphPattern":
+            self._graph(part)
+        elif name == "ServiceGraphPattern":
+            self._service(part)
+        elif name == "Filter":
+            self._emit("FILTER")
+            self._bracketed(part["expr"])
+        elif name == "Bind":
+            self._emit("BIND", "(")
+            self._expression(part["expr"])
+            self._emit("AS", self._variable(part["var"]), ")")
+        elif name == "InlineData":
+            self._values(part)
+        else:
+            raise _refuse(part)
+
+    def _graph(self, part: CompValue) -> None:
+        term = part["term"]
+        if isinstance(term, Variable) and self.policy.graphs:
+            # GRAPH ?g reads only the graphs of the dataset, whatever the engine does with FROM NAMED.
+            self._emit("{", "VALUES", self._variable(term), "{", *map(self._checked_iri, self.policy.graphs), "}")
+            self._emit("GRAPH", self._variable(term))
+            self._group(part["graph"])
+            self._emit("}")
+            return
+        if isinstance(term, Variable):
+            self._emit("GRAPH", self._variable(term))
+        else:
+            iri = self._iri_of(term)
+            self.policy.check_graph(iri)
+            self._emit("GRAPH", self._checked_iri(iri))
+        self._group(part["graph"])
+
+    def _service(self, part: CompValue) -> None:
+        term = part["term"]
+        iri = None if isinstance(term, Variable) else self._iri_of(term)
+        self.policy.check_service(iri)
+        self._emit("SERVICE")
+        if field(part, "silent"):
+            self._emit("SILENT")
+        self._emit(self._checked_iri(iri))
+        self._group(part["graph"])
+
+    def _triples(self, terms) -> None:
+        """One subject's triples, as rdflib flattens them (s p o s p o ...)."""
+        terms = list(terms)
+        if len(terms) % 3:
+            raise InvalidInput("A triple pattern in the query is incomplete.", "Write each pattern as subject predicate object.")
+        for at in range(0, len(terms), 3):
+            subject, verb, obj = terms[at : at + 3]
+            self._emit(self._term(subject))
+            self._verb(verb)
+            self._emit(self._term(obj), ".")
+
+    def _values(self, block: CompValue) -> None:
+        """VALUES, always in its full form: `VALUES ( ?a ?b ) { ( 1 UNDEF ) }`."""
+        variables = [self._variable(v) for v in field(block, "var") or ()]
+        rows = field(block, "value") or []
+        if any(not isinstance(row, (list, ParseResults)) for row in rows):
+            if len(variables) != 1:
+                raise _refuse(block)
+            rows = [[row] for row in rows]  # the one-variable form: VALUES ?x { 1 2 }
+        self._emit("VALUES", "(", *variables, ")", "{")
+        for row in rows:
+            row = list(row)
+            if len(row) != len(variables):
+                raise InvalidInput(
+                    f"A VALUES row has {len(row)} values for {len(variables)} variables.",
+                    "Give each row one value (or UNDEF) per variable.",
+                )
+            self._emit("(", *("UNDEF" if value == "UNDEF" else self._term(value) for value in row), ")")
+        self._emit("}")
+
+    # --- paths ----------------------------------------------------------------------------------
+    def _verb(self, verb) -> None:
+        if isinstance(verb, Variable):
+            self._emit(self._variable(verb))
+            return
+        single = self._single_iri(verb)
+        if single is not None:  # a plain predicate, the one place bif:contains may stand
+            self._emit(self._checked_iri(self._iri_of(single), predicate=True))
+        else:
+            self._emit(self._path(verb))
+
+    def _single_iri(self, path):
+        """The IRI a path is made of when it is just one IRI with no operator, else None."""
+        while isinstance(path, CompValue) and path.name in ("PathAlternative", "PathSequence"):
+            parts = path["part"]
+            if len(parts) != 1:
+                return None
+            path = parts[0]
+        if isinstance(path, CompValue) and path.name == "PathElt" and field(path, "mod") is None:
+            path = path["part"]
+        return path if self._is_iri(path) else None
+
+    def _path(self, path) -> str:
+        if self._is_iri(path):
+            return self._checked_iri(self._iri_of(path))
+        name = getattr(path, "name", None)
+        if name in ("PathAlternative", "PathSequence"):
+            parts = [self._path(p) for p in path["part"]]
+            joined = f" {'|' if name == 'PathAlternative' else '/'} ".join(parts)
+            return joined if len(parts) == 1 else f"( {joined} )"
+        if name == "PathElt":
+            inner = self._path(path["part"])
+            mod = field(path, "mod")
+            if mod is None:
+                return inner
+            if str(mod) not in ("?", "*", "+"):
+                raise _refuse(path)
+            return f"( {inner} ){mod}"
+        if name == "PathEltOrInverse":
+            return f"^ {self._path(path['part'])}"
+        if name == "PathNegatedPropertySet":
+            parts = field(path, "part") or []
+            return "! ( " + " | ".join(self._path(p) for p in parts) + " )"
+        raise _refuse(path)
+
+    # --- expressions ----------------------------------------------------------------------------
+    def _bracketed(self, expression) -> None:
+        self._emit("(")
+        self._expression(expression)
+        self._emit(")")
+
+    def _expression(self, node) -> None:
+        if not isinstance(node, CompValue):
+            self._emit(self._term(node))
+            return
+        name = node.name
+        if name in _CHAINS:
+            others = field(node, "other") or []
+            if not others:
+                self._expression(node["expr"])
+                return
+            self._emit("(")
+            self._expression(node["expr"])
+            for other in others:
+                self._emit(_CHAINS[name])
+                self._expression(other)
+            self._emit(")")
+        elif name == "RelationalExpression":
+            if field(node, "op") is None:
+                self._expression(node["expr"])
+                return
+            op = str(node["op"]).upper()
+            self._emit("(")
+            self._expression(node["expr"])
+            if op in ("IN", "NOT IN"):
+                self._emit(*op.split())
+                self._expression_list(node["other"])
+            elif op in ("=", "!=", "<", ">", "<=", ">="):
+                self._emit(op)
+                self._expression(node["other"])
+            else:
+                raise _refuse(node)
+            self._emit(")")
+        elif name in ("AdditiveExpression", "MultiplicativeExpression"):
+            ops, others = field(node, "op") or [], field(node, "other") or []
+            if not ops:
+                self._expression(node["expr"])
+                return
+            self._emit("(")
+            self._expression(node["expr"])
+            for op, other in zip(ops, others, strict=True):
+                if op not in ("+", "-", "*", "/"):
+                    raise _refuse(node)
+                self._emit(op)
+                self._expression(other)
+            self._emit(")")
+        elif name in _UNARY:
+            self._emit(_UNARY[name])
+            self._expression(node["expr"])
+        elif name == "Function":
+            self._function(node)
+        elif name in _AGGREGATES:
+            self._aggregate(node)
+        elif name.startswith("Builtin_"):
+            self._builtin(node)
+        elif name in ("pname", "literal"):
+            self._emit(self._term(node))
+        else:
+            raise _refuse(node)
+
+    def _expression_list(self, items) -> None:
+        """`( e1 , e2 )`; rdflib gives `()` as rdf:nil."""
+        items = [] if isinstance(items, URIRef) else list(items)
+        self._emit("(")
+        for i, item in enumerate(items):
+            if i:
+                self._emit(",")
+            self._expression(item)
+        self._emit(")")
+
+    def _function(self, node: CompValue) -> None:
+        iri = self._iri_of(node["iri"])
+        self.policy.check_function(iri)
+        self._emit(self._checked_iri(iri), "(")
+        if field(node, "distinct"):
+            self._emit("DISTINCT")
+        for i, argument in enumerate(field(node, "expr") or []):
+            if i:
+                self._emit(",")
+            self._expression(argument)
+        self._emit(")")
+
+    def _aggregate(self, node: CompValue) -> None:
+        self._emit(_AGGREGATES[node.name], "(")
+        if field(node, "distinct"):
+            self._emit("DISTINCT")
+        over = node["vars"]
+        if over == "*" and node.name == "Aggregate_Count":
+            self._emit("*")
+        else:
+            self._expression(over)
+        if (separator := field(node, "separator")) is not None:
+            self._emit(";", "SEPARATOR", "=", _string(str(separator)))
+        self._emit(")")
+
+    def _builtin(self, node: CompValue) -> None:
+        keyword = node.name.removeprefix("Builtin_")
+        if keyword in ("EXISTS", "NOTEXISTS"):
+            self._emit(*(("NOT", "EXISTS") if keyword == "NOTEXISTS" else ("EXISTS",)))
+            self._group(node["graph"])
+            return
+        if keyword in _LIST_BUILTINS:
+            self._emit(keyword)
+            self._expression_list(node["arg"])
+            return
+        if keyword not in _BUILTIN_ARGS:
+            raise _refuse(node)
+        self._emit(keyword, "(")
+        first = True
+        for name in _BUILTIN_ARGS[keyword]:
+            if (argument := field(node, name)) is None:
+                continue
+            if not first:
+                self._emit(",")
+            first = False
+            self._expression(argument)
+        self._emit(")")
+
+    # --- terms ----------------------------------------------------------------------------------
+    def _term(self, term) -> str:
+        if isinstance(term, Variable):
+            return self._variable(term)
+        if isinstance(term, BNode):
+            label = str(term)
+            if not _BNODE_LABEL.fullmatch(label):
+                raise InvalidInput(f"The blank node label _:{label[:40]} cannot be used.", "Use a ?variable instead.")
+            return "_:" + label
+        if self._is_iri(term):
+            return self._checked_iri(self._iri_of(term))
+        if isinstance(term, CompValue) and term.name == "literal":
+            text = _string(str(term["string"]))
+            if (lang := field(term, "lang")) is not None:
+                if not _LANGTAG.fullmatch(str(lang)):
+                    raise InvalidInput(f"@{str(lang)[:20]} is not a language tag.", "Write tags such as @en or @en-GB.")
+                return f"{text}@{lang}"
+            if (datatype := field(term, "datatype")) is not None:
+                return f"{text}^^{self._checked_iri(self._iri_of(datatype))}"
+            return text
+        if isinstance(term, Literal):
+            return self._literal(term)
+        raise _refuse(term)
+
+    def _literal(self, literal: Literal) -> str:
+        """A number or boolean as the grammar writes it; anything else as a typed string."""
+        lexical, datatype = str(literal), str(literal.datatype or "")
+        pattern = _NUMBERS.get(datatype)
+        if pattern is not None and pattern.fullmatch(lexical):
+            return lexical
+        if datatype == _BOOLEAN and lexical in ("true", "false"):
+            return lexical
+        if not datatype or literal.language:
+            raise _refuse(literal)
+        return f"{_string(lexical)}^^{self._checked_iri(datatype)}"
+
+    @staticmethod
+    def _variable(variable) -> str:
+        name = str(variable)
+        if not isinstance(variable, Variable) or not _VARNAME.fullmatch(name):
+            raise InvalidInput(f"?{name[:40]} is not a variable name.", "Name variables with letters, digits and _.")
+        return "?" + name
+
+    @staticmethod
+    def _is_iri(term) -> bool:
+        return isinstance(term, URIRef) or (isinstance(term, CompValue) and term.name == "pname")
+
+    def _iri_of(self, term) -> str:
+        """The absolute IRI of an <IRI> or a prefixed name."""
+        if isinstance(term, URIRef):
+            return self._absolute(str(term))
+        if not (isinstance(term, CompValue) and term.name == "pname"):
+            raise _refuse(term)
+        prefix = field(term, "prefix", "")
+        local = _LOCAL_ESCAPE.sub(lambda m: m.group(1), field(term, "localname", ""))
+        if prefix in self.prefixes:
+            return self._absolute(self.prefixes[prefix] + local)
+        if prefix in _ENGINE_PREFIXES:
+            return self._absolute(f"{prefix}:{local}")  # Virtuoso's own: refused or allowed by the policy
+        raise InvalidInput(
+            f"The prefix {prefix}: is not declared.",
+            f"Add PREFIX {prefix}: <namespace IRI> before SELECT, or write the IRI in full in < >.",
+        )
+
+    def _resolved(self, iri: str) -> str:
+        """A PREFIX's IRI, resolved against BASE when relative (checked as a whole where it is used)."""
+        if _SCHEME.match(iri) or self.base is None:
+            return iri
+        return urllib.parse.urljoin(self.base, iri)
+
+    def _absolute(self, iri: str) -> str:
+        """`iri` resolved against BASE; an error unless the result is absolute and can stand in < >."""
+        if not _SCHEME.match(iri) and self.base is not None:
+            iri = urllib.parse.urljoin(self.base, iri)
+        if not _SCHEME.match(iri):
+            raise InvalidInput(
+                f"<{iri[:80]}> is a relative IRI; kg-mcp runs queries with absolute IRIs only.",
+                "Write the IRI in full, e.g. <http://example.org/thing>.",
+            )
+        if not _IRIREF.fullmatch(iri):
+            raise InvalidInput(f"<{iri[:80]}> is not a valid IRI.", "Write the IRI without spaces, quotes or brackets.")
+        return iri
+
+    def _checked_iri(self, iri: str | None, *, predicate: bool = False) -> str:
+        assert iri is not None
+        self.policy.check_iri(iri, predicate=predicate)
+        return f"<{iri}>"
+
+    def _emit(self, *tokens: str) -> None:
+        self.out.extend(tokens)
+
+
+def _string(value: str) -> str:
+    """A short double-quoted string; an error where an engine would read a \\u escape in it again."""
+    escaped = value.translate(_STRING_ESCAPES)
+    if _CODEPOINT_ESCAPE.search(escaped):
+        raise InvalidInput(
+            "A string in the query holds a backslash followed by u or U, which engines read as a \\u escape.",
+            "Write that character itself, or leave the backslash out.",
+        )
+    return f'"{escaped}"'
+
+
+def written(parsed, policy: QueryPolicy) -> tuple[str, str]:
+    """(text, form) of a parsed query under `policy` (module docstring)."""
+    return Writer(policy).write(parsed)
