@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_MERGE_EVERY = 8_000_000  # keys gathered before they are merged into the counts (64 MB of them)
+_COLLAPSE_EVERY = 32_000_000  # keys gathered (256 MB) before they are collapsed to (key, count) pairs
 
 
 def node_key(text: bytes) -> int:
@@ -23,28 +23,40 @@ def node_key(text: bytes) -> int:
 
 
 class KeyCounts:
-    """Counts of int64 keys, gathered in chunks and merged into sorted unique keys with counts."""
+    """Counts of int64 keys: gathered in chunks, collapsed now and then into sorted (key, count) parts
+    (a key repeats a few times in each: a node's lines), and the parts merged once, when counts are
+    first read. Each part is sorted once: merging into one running table at every step would sort
+    it again and again (at 100M triples, 200 million keys)."""
 
     def __init__(self) -> None:
         self.keys = np.empty(0, np.int64)
         self.counts = np.empty(0, np.int64)
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending: list[np.ndarray] = []
         self._pending_size = 0
 
     def add(self, keys: np.ndarray) -> None:
         self._pending.append(keys)
         self._pending_size += len(keys)
-        if self._pending_size >= _MERGE_EVERY:
-            self._merge()
+        if self._pending_size >= _COLLAPSE_EVERY:
+            self._collapse()
+
+    def _collapse(self) -> None:
+        if self._pending:
+            self._parts.append(np.unique(np.concatenate(self._pending), return_counts=True))
+            self._pending, self._pending_size = [], 0
 
     def _merge(self) -> None:
-        if not self._pending:
+        self._collapse()
+        if not self._parts:
             return
-        new, counts = np.unique(np.concatenate(self._pending), return_counts=True)
-        self._pending, self._pending_size = [], 0
-        keys = np.concatenate([self.keys, new])
-        weights = np.concatenate([self.counts, counts])
-        self.keys, inverse = np.unique(keys, return_inverse=True)
+        parts = [(self.keys, self.counts), *self._parts] if len(self.keys) else self._parts
+        self._parts = []
+        if len(parts) == 1:
+            self.keys, self.counts = parts[0][0], parts[0][1].astype(np.int64)
+            return
+        self.keys, inverse = np.unique(np.concatenate([k for k, _ in parts]), return_inverse=True)
+        weights = np.concatenate([c for _, c in parts])
         self.counts = np.bincount(inverse, weights=weights, minlength=len(self.keys)).astype(np.int64)
 
     def of(self, keys: np.ndarray) -> np.ndarray:
