@@ -31,6 +31,10 @@ install-test: $(BIN)/python
 	@command -v virtuoso-t >/dev/null && command -v isql-vt >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq virtuoso-opensource; \
 	else echo "The tests need Virtuoso: sudo apt-get install virtuoso-opensource (Debian/Ubuntu)"; exit 1; fi; }
+	@# the team deployment runs nginx from deploy/nginx/kg-mcp.conf in front of replicas and Redis (tests/test_deploy.py)
+	@command -v nginx >/dev/null && command -v redis-server >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx redis-server; \
+	else echo "The tests need nginx and Redis: sudo apt-get install nginx redis-server (Debian/Ubuntu)"; exit 1; fi; }
 	@# the MCP TypeScript SDK client and the MCP Bundle CLI, from npm into .npm-tools/ (tests/test_ts_sdk.py, test_bundle.py)
 	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \

@@ -30,6 +30,7 @@ from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
 from kg_mcp.serving.auth import StaticTokenVerifier
 from kg_mcp.settings import Settings
+from kg_mcp.state import SharedState
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,10 @@ def build_server(
     *,
     auth_token: str | None = None,
     public_url: str = "http://127.0.0.1:8000",
+    shared: SharedState | None = None,
 ) -> KGServer:
-    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given)."""
+    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given);
+    `shared` holds what outlives a call (kg_mcp.state: this process by default, or Redis)."""
     settings = settings or Settings()
     auth = {}
     if auth_token:
@@ -126,7 +129,7 @@ def build_server(
         log_level="INFO",
         **auth,
     )
-    register_tools(server, backend, settings)
+    register_tools(server, backend, settings, shared)
     _add_resources(server, backend, settings)
     for prompt in mcp_prompts():
         server.add_prompt(_as_mcp_prompt(prompt))

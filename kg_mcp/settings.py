@@ -103,6 +103,10 @@ class Settings(BaseSettings):
         description="long tool calls (verify, follow, kgr_search, batches) run at once, half of them at most one caller's; "
         "more wait their turn",
     )
+    worker_processes: int = Field(
+        0, ge=0, le=64, description="long tool calls run in this many worker processes, each with the store open "
+        "read-only, so light calls never wait on them for the interpreter (0: worker threads; local stores only)"
+    )
     sparql_calls: int = Field(
         2, ge=1, le=64,
         description="sparql queries run at once on an endpoint (on a local store: query_workers), one at a time per caller",
@@ -130,6 +134,9 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
     trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
+    # Replicas behind a load balancer (docs/team/deploy.md).
+    stateless: bool = Field(False, description="streamable HTTP without MCP sessions: any replica can take any request")
+    redis: str = Field("", description="redis:// URL of the store shared by replicas (traversals, rate limits, places, locks); empty: this process")
 
     @field_validator("graphs", mode="before")
     @classmethod

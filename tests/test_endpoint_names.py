@@ -300,3 +300,42 @@ def test_through_the_mcp_server_the_first_call_starts_the_build(football, monkey
         backend.close()
     assert before["entities"] == [] and "is being built" in before["method"]
     assert after["method"].startswith("name index (built just now") and after["entities"][0]["label"] == "Lucas_BIGLIA"
+
+
+def test_one_replica_builds_and_the_others_take_its_index(football, monkeypatch, tmp_path):
+    """Replicas sharing Redis and a cache: while one holds the build lock the others answer with label
+    queries and build nothing; once its index is there they take it instead of building their own."""
+    from bench.common import free_port
+    from bench.team_rig import _end, start_redis
+    from kg_mcp.backends.endpoint_names import index_key
+    from kg_mcp.observability import metrics
+    from kg_mcp.state.redis_store import RedisState
+
+    monkeypatch.setenv("KG_MCP_CACHE", str(tmp_path))
+    port = free_port()
+    redis_process = start_redis(port, tmp_path / "redis")
+    url = f"redis://127.0.0.1:{port}/0"
+    states = [RedisState(url) for _ in range(3)]
+    builder, waiter = open_endpoint(football, settings=Settings()), open_endpoint(football, settings=Settings())
+    builder.names.locks, waiter.names.locks = states[0], states[1]
+    elsewhere = metrics.NAME_INDEX_BUILDS.labels("endpoint", "elsewhere")
+    try:
+        held = states[2].try_lock(f"name-index:{index_key(football, [])}")  # a third replica is building
+        before = elsewhere._value.get()
+        out = find_entities(waiter, Settings(), "Argentina", 5)
+        assert "being built by another replica" in out.data.method
+        assert waiter.names._thread is None and elsewhere._value.get() == before + 1
+        held.release()
+
+        find_entities(builder, Settings(), "Argentina", 5)
+        assert builder.names.wait(60) is not None
+        find_entities(waiter, Settings(), "Biglia", 5)  # finds the index the builder left in the cache
+        assert waiter.names.current is not None and waiter.names._thread is None  # and built none itself
+        out, theirs = (find_entities(b, Settings(), "Biglia", 5).data for b in (waiter, builder))
+        assert out.method.startswith("name index") and out.entities == theirs.entities
+    finally:
+        builder.close()
+        waiter.close()
+        for state in states:
+            state.close()
+        _end(redis_process)

@@ -38,6 +38,7 @@ from kg_mcp.names.build import (
 )
 from kg_mcp.names.index import NameIndex
 from kg_mcp.names.pairs import ensure_word_pairs
+from kg_mcp.observability import metrics
 from kg_mcp.profiles import Profile
 from kg_mcp.settings import cache_dir
 
@@ -284,6 +285,8 @@ class EndpointNames:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.locks = None  # kg_mcp.state.SharedState: the build lock shared by replicas
+        self._lease = None
         meta = read_index_meta(self.path)
         if fits(meta, self.url, self.graphs, backend.profile, settings.languages):
             recent = young(meta, settings.name_index_max_age_days)
@@ -295,14 +298,39 @@ class EndpointNames:
 
     def start(self) -> str:
         """Build the index in the background, once (called when the engine turned out to have no text
-        search); returns what the lookup answering meanwhile says about it (see `status`)."""
+        search); returns what the lookup answering meanwhile says about it (see `status`).
+
+        With `locks` (kg_mcp.state, set by `serve`), one replica builds at a time: the others answer
+        with label queries meanwhile and take the index file when it appears in the cache they share."""
         with self._lock:
             if self.current is not None or self._thread is not None:
                 return self.status()
+            if self.locks is not None:
+                if self._built_elsewhere():
+                    return ""
+                lease = self.locks.try_lock(f"name-index:{index_key(self.url, self.graphs)}")
+                if lease is None:
+                    if not self.note:
+                        metrics.NAME_INDEX_BUILDS.labels("endpoint", "elsewhere").inc()
+                    self.note = "the name index from the endpoint's labels is being built by another replica"
+                    return self.note
+                if self._built_elsewhere():  # finished between the look and the lock
+                    lease.release()
+                    return ""
+                self._lease = lease
             self.note = "the name index from the endpoint's labels is being built"
             self._thread = threading.Thread(target=self._build, name="kg-mcp-endpoint-names", daemon=True)
             self._thread.start()
             return self.note
+
+    def _built_elsewhere(self) -> bool:
+        """Take an index another replica built into the shared cache, if one fits and is young."""
+        meta = read_index_meta(self.path)
+        if meta and fits(meta, self.url, self.graphs, self._backend.profile, self._settings.languages) and young(
+                meta, self._settings.name_index_max_age_days):
+            self.current, self.note = open_index(self.path), ""
+            return True
+        return False
 
     def status(self) -> str:
         """What a lookup without the index says about it ('' when there is nothing to say)."""
@@ -330,11 +358,12 @@ class EndpointNames:
             self._counted = counted
             log.warning("building the name index of %s (%s labels and aliases; cached in %s)", self.url,
                         f"{counted:,}", self.path)
-            build_endpoint_index(
-                backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
-                languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
-                read=self._read,
-            )
+            with metrics.name_index_build("endpoint"):
+                build_endpoint_index(
+                    backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
+                    languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
+                    read=self._read,
+                )
             self.current = open_index(self.path)
             self.note = ""
         except BuildStopped:
@@ -346,6 +375,9 @@ class EndpointNames:
                 return
             self.note = "the name index could not be built"
             log.warning("cannot build the name index of %s (%s): find_entities uses label queries", self.url, e)
+        finally:
+            if self._lease is not None:
+                self._lease.release()
 
     def close(self) -> None:
         self._stop.set()

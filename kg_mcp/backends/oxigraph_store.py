@@ -17,6 +17,7 @@ from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
+from kg_mcp.observability import tracing
 
 # Up to this many edges around a node, get_relations counts them in Python from the index (see
 # kg_mcp.backends.store_patterns); past it, an aggregate query counts them in the engine.
@@ -167,7 +168,8 @@ class OxigraphBackend(SparqlBackend):
         return dict(zip(nodes, self._degree_readers.map(self._degree, nodes), strict=True))
 
     def _solutions(self, query: str) -> Solutions:
-        return self._read(lambda: solutions_of(self.store.query(query)))
+        with tracing.span("store query", **{"db.system": "oxigraph"}):
+            return self._read(lambda: solutions_of(self.store.query(query)))
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))

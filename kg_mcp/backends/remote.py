@@ -32,6 +32,7 @@ from kg_mcp.backends.named_graphs import (
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.errors import EndpointError, InvalidInput, KGError
 from kg_mcp.names.fold import fold, loose_pattern
+from kg_mcp.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,9 @@ class RemoteBackend(SparqlBackend):
             return read_answer(chunks, headers, max_bytes=max_bytes, keep=keep, count=count)
 
         try:
-            return self.http.answer(query, read, graphs)
+            with tracing.span("sparql endpoint query", **{"db.system": "sparql", "server.address": self.url}), \
+                    metrics.endpoint_query():
+                return self.http.answer(query, read, graphs)
         except SyntaxError as e:
             problem = str(e)
         # Raised outside the except block: the parser's frames (and its result iterator, bound to

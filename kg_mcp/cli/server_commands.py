@@ -49,9 +49,17 @@ log = logging.getLogger("kg_mcp")
               help="HTTP: MCP sessions of one client address; opening one more ends its oldest idle one [64].")
 @click.option("--session-idle-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="HTTP: end an MCP session after S s without requests [1800].")
+@click.option("--stateless", is_flag=True, default=None,
+              help="HTTP: keep no MCP session, so any replica behind a load balancer can take any request (KG_MCP_STATELESS).")
+@click.option("--redis", "redis_url", metavar="URL",
+              help="Keep traversals, rate limits, long-call places and build locks in this Redis, shared by replicas "
+                   "(redis://host:6379/0; KG_MCP_REDIS). Without it, in this process.")
+@click.option("--otlp-endpoint", metavar="URL", envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+              help="Send OpenTelemetry traces of each call and its queries to this OTLP/HTTP collector "
+                   "(needs pip install 'kg-mcp[otel]'; OTEL_EXPORTER_OTLP_ENDPOINT).")
 def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit,
           trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections, max_connections_per_client, max_sessions, max_sessions_per_client,
-          session_idle_timeout):
+          session_idle_timeout, stateless, redis_url, otlp_endpoint):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
     Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
@@ -83,21 +91,49 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
             _settings(languages, enable_sparql), trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
             body_timeout_s=body_timeout, write_timeout_s=write_timeout, max_body_bytes=max_body, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
-    backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
+    settings = _settings(languages, enable_sparql)
+    if stateless is None:  # KG_MCP_STATELESS (an environment file's) concerns streamable HTTP only
+        stateless = settings.stateless and transport == "http"
+    redis_url = settings.redis if redis_url is None else redis_url
+    if stateless and transport != "http":
+        raise ConfigError("--stateless applies to --transport http (streamable HTTP).")
+    if otlp_endpoint:
+        from kg_mcp.observability import tracing
+
+        tracing.configure(otlp_endpoint)
+    from kg_mcp.state import open_shared_state
+
+    shared = open_shared_state(redis_url, tool_timeout_s=settings.tool_timeout_s)  # a bad URL fails before the store opens
+    backend = _open(store, sparql_url, wikidata, profile, settings)
+    if getattr(backend, "names", None) is not None:
+        backend.names.locks = shared  # one replica builds an endpoint's name index at a time
     display_host = f"[{host}]" if ":" in host else host
-    server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}")
+    server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}",
+                          shared=shared)
     if transport != "stdio":
         path = "/mcp" if transport == "http" else "/sse"
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
         click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}" + (" (bearer token required)" if token else ""), err=True)
     try:
         limit = backend.settings.rate_limit if rate_limit is None else rate_limit
+        readiness = None
+        if transport != "stdio":
+            from kg_mcp.serving.health import Readiness, backend_check
+
+            checks = {"store" if backend.kind == "oxigraph" else "endpoint": backend_check(backend)}
+            if redis_url:
+                checks["redis"] = shared.ping
+            readiness = Readiness(checks)
         run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                   allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits)
+                   allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits,
+                   stateless=stateless, readiness=readiness, shared=shared)
     except KeyboardInterrupt:
         pass
     finally:
         backend.close()
+        shared.close()
+        if otlp_endpoint:
+            tracing.shutdown()
 
 
 @main.command()

@@ -12,6 +12,7 @@ import pyoxigraph as ox
 from kg_mcp.names.build import FORMAT_VERSION, build_index, fill_index, index_path, read_index_meta
 from kg_mcp.names.index import NameIndex
 from kg_mcp.names.pairs import ensure_word_pairs
+from kg_mcp.observability import metrics
 from kg_mcp.profiles import Profile, detect_profile, get_profile
 from kg_mcp.store_meta import read_meta
 
@@ -64,7 +65,8 @@ def open_store_index(
     if not is_current(store, store_dir, profile, languages):
         log.warning("building the name index of %s (once; `kg-mcp load` keeps it up to date)", store_dir)
         try:
-            build_store_index(store, store_dir, profile=profile, languages=languages, progress=progress)
+            with metrics.name_index_build("store"):
+                build_store_index(store, store_dir, profile=profile, languages=languages, progress=progress)
         except (OSError, sqlite3.Error) as e:
             log.warning("cannot build the name index in %s (%s): find_entities falls back to label queries", store_dir, e)
             return None

@@ -2,11 +2,15 @@
 this package in front of it, in one place.
 
 Outermost first, an HTTP request meets: the connection bounds (uvicorn's protocol, before any
-request exists: kg_mcp.serving.connections), the rate limit (kg_mcp.serving.rate_limit), the Host
-and Origin check (kg_mcp.serving.guards), the SDK's bearer auth, then on the MCP endpoint the
-body cap and JSON-RPC checks (kg_mcp.serving.guards) and the session caps
-(kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
-client's address as kg_mcp.caller counts it (IPv6 per /64).
+request exists: kg_mcp.serving.connections), the count of its response's status
+(kg_mcp.serving.instrument), the Host and Origin check (kg_mcp.serving.guards), the operator's
+routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
+(kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the body cap and
+JSON-RPC checks (kg_mcp.serving.guards) and the session caps (kg_mcp.serving.sessions) before the
+SDK's transport. Every per-client bound is keyed by the client's address as kg_mcp.caller counts it
+(IPv6 per /64). With `stateless` the SDK keeps no MCP session and answers in one JSON body: every
+request stands alone, so any replica behind a load balancer can take it, and another can take it
+again if the first dies (docs/team/deploy.md).
 """
 
 from __future__ import annotations
@@ -20,13 +24,17 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.transport_security import TransportSecuritySettings
 
+from kg_mcp.observability import metrics
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.serving.guards import HostOriginGuard, JsonRpcCheck
+from kg_mcp.serving.health import OpsRoutes, Readiness
+from kg_mcp.serving.instrument import HttpStatusMetrics, ToolCallMetrics
 from kg_mcp.serving.limits import HttpLimits, connection_cap
 from kg_mcp.serving.log_repeats import install as install_log_filter
 from kg_mcp.serving.rate_limit import RateLimit
 from kg_mcp.serving.sessions import SessionCap
 from kg_mcp.serving.stdio import serve_stdio
+from kg_mcp.state import SharedState
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +53,17 @@ def serve(
     allowed_origins: list[str] | None = None,
     rate_limit: int | None = None,
     limits: HttpLimits | None = None,
+    stateless: bool = False,
+    readiness: Readiness | None = None,
+    shared: SharedState | None = None,
 ) -> None:
     """Run until interrupted. HTTP binds to loopback unless told otherwise; Host/Origin are allow-listed.
 
     `rate_limit`: at most this many HTTP requests a minute from one client address (off when None/0).
     `limits`: the HTTP layer's timeouts, connection and session caps and trusted proxies (kg_mcp.serving.limits).
+    `stateless`: streamable HTTP without MCP sessions (the SDK's stateless mode).
+    `readiness`: what /readyz checks (kg_mcp.serving.health).
+    `shared`: where the rate limit keeps its buckets (kg_mcp.state; Redis shares them between replicas).
     """
     if transport == "stdio":
         anyio.run(serve_stdio, server)
@@ -58,9 +72,11 @@ def serve(
 
     limits = limits or HttpLimits()
     hosts, origins = _allowed_hosts_origins(host, port, allowed_hosts, allowed_origins)
-    app = HostOriginGuard(_http_app(server, transport, host, limits), hosts, origins)
+    server.middleware.append(ToolCallMetrics(server))
+    app = _http_app(server, transport, host, limits, stateless)
     if rate_limit:
-        app = RateLimit(app, rate_limit)
+        app = RateLimit(app, rate_limit, shared=shared)
+    app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({})), hosts, origins))
     config = uvicorn.Config(
         app,
         host=host,
@@ -73,6 +89,9 @@ def serve(
     )
     counter = ConnectionCounter(limits, connection_cap(limits))
     config.http = guarded_protocol(limits, counter)
+    metrics.OPEN_CONNECTIONS.set_function(lambda: counter.total)
+    if transport == "http" and not stateless:
+        metrics.OPEN_SESSIONS.set_function(lambda: len(server.session_manager._server_instances))
     install_log_filter([*logging.getLogger().handlers, *logging.getLogger("uvicorn").handlers])
     # Long calls run on worker threads (kg_mcp.tools); every time the event loop wants the GIL back
     # from them it waits up to the switch interval (5 ms by default), many times per request.
@@ -82,7 +101,7 @@ def serve(
     uvicorn.Server(config).run()
 
 
-def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLimits):
+def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLimits, stateless: bool = False):
     """The SDK's Starlette app, its MCP endpoint wrapped (behind auth) in our id check and session caps.
 
     Host/Origin are checked by HostOriginGuard in front of it: the SDK's own check is turned off.
@@ -92,6 +111,12 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
         app = server.streamable_http_app(
             transport_security=loose,
             host=host,
+            stateless_http=stateless,
+            # Stateless: each answer as one JSON body, sent only once it is whole. A replica that dies
+            # mid-call has then sent nothing, and the proxy can send the request to another one; an
+            # event stream would have started (its headers at once, or after 15 s of a long call)
+            # and could only break. No kg-mcp tool streams progress.
+            json_response=stateless,
             max_request_body_size=limits.max_body_bytes,
             max_sessions=limits.max_sessions + limits.max_sessions_per_client,  # ours refuses first (SessionCap)
             session_idle_timeout=limits.session_idle_timeout_s,
@@ -100,7 +125,8 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
 
         def wrap(inner):
             manager = server.session_manager
-            sessions = SessionCap(inner, manager, limits.max_sessions_per_client, limits.max_sessions)
+            # Stateless: no session is ever opened, so there is nothing to cap.
+            sessions = inner if stateless else SessionCap(inner, manager, limits.max_sessions_per_client, limits.max_sessions)
             return JsonRpcCheck(sessions, limits.max_body_bytes)
     else:
         app = server.sse_app(transport_security=loose, host=host, max_request_body_size=limits.max_body_bytes)

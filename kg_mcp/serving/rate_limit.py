@@ -8,6 +8,8 @@ import math
 import time
 
 from kg_mcp.caller import address_key
+from kg_mcp.state import SharedStateError
+from kg_mcp.state.memory import take_token
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +27,13 @@ class RateLimit:
 
     MAX_CLIENTS = 10_000  # buckets kept; idle (full) ones are dropped first
 
-    def __init__(self, app, per_minute: int, clock=time.monotonic):
+    def __init__(self, app, per_minute: int, clock=time.monotonic, shared=None):
         if per_minute < 1:
             raise ValueError("per_minute must be at least 1")
         self.app = app
         self.per_minute = per_minute
-        self.rate = per_minute / 60.0  # tokens a second
         self.clock = clock
+        self.shared = shared  # kg_mcp.state: with Redis, one bucket per client across replicas
         self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
         self._refused, self._warned_at = 0, float("-inf")
 
@@ -39,7 +41,7 @@ class RateLimit:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         client = address_key((scope.get("client") or ("unknown", 0))[0])
-        wait = self._take(client)
+        wait = await self._wait(client)
         if wait is None:
             return await self.app(scope, receive, send)
         retry_after = max(1, math.ceil(wait))
@@ -69,22 +71,14 @@ class RateLimit:
         )
         await send({"type": "http.response.body", "body": body})
 
+    async def _wait(self, client: str) -> float | None:
+        if self.shared is not None:
+            try:
+                return await self.shared.rate_take(client, self.per_minute)
+            except SharedStateError:
+                pass  # counted in kg_mcp_shared_state_errors; this replica's own bucket meanwhile
+        return self._take(client)
+
     def _take(self, client: str) -> float | None:
         """Spend one request of `client`'s bucket: None if allowed, else the seconds until one is."""
-        now = self.clock()
-        tokens, at = self.buckets.get(client, (float(self.per_minute), now))
-        tokens = min(float(self.per_minute), tokens + (now - at) * self.rate)
-        if tokens >= 1.0:
-            self.buckets[client] = (tokens - 1.0, now)
-            if len(self.buckets) > self.MAX_CLIENTS:
-                self._prune(now)
-            return None
-        self.buckets[client] = (tokens, now)
-        return (1.0 - tokens) / self.rate
-
-    def _prune(self, now: float) -> None:
-        full = [c for c, (t, at) in self.buckets.items() if t + (now - at) * self.rate >= self.per_minute]
-        for c in full:
-            del self.buckets[c]
-        while len(self.buckets) > self.MAX_CLIENTS:  # all busy: forget the oldest ones
-            del self.buckets[min(self.buckets, key=lambda c: self.buckets[c][1])]
+        return take_token(self.buckets, client, self.per_minute, self.clock(), self.MAX_CLIENTS)

@@ -9,8 +9,10 @@ tool errors that tell the model how to fix the call.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Literal
 
+import anyio
 from anyio.lowlevel import RunVar
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -22,8 +24,11 @@ from kg_mcp import deadline
 from kg_mcp.backends import Backend
 from kg_mcp.caller import current as current_caller
 from kg_mcp.errors import KGError
+from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
 from kg_mcp.settings import Settings
+from kg_mcp.state import SharedState, SharedStateError
+from kg_mcp.state.memory import InProcessState
 from kg_mcp.tools._render import ToolOutput, bounded_data
 from kg_mcp.tools.find_entities import FindResult, find_entities
 from kg_mcp.tools.lanes import Busy, Lane
@@ -34,7 +39,6 @@ from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
-from kg_mcp.traversal import TraversalStore
 
 __all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
@@ -69,10 +73,12 @@ OUTPUT_MODELS = {
 # A call that may read more rows than this (with their labels) is a long one: tens of milliseconds
 # on a hub, too long to hold the event loop (see the lanes in register_tools).
 LIGHT_ROWS = 200
+PLACE_POLL_S = 0.05  # how often a long call waiting for its caller's place on another replica looks again
 
 
-def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> None:
-    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool)."""
+def register_tools(server: MCPServer, backend: Backend, settings: Settings, shared: SharedState | None = None) -> None:
+    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool); state that
+    outlives a call (kgr_search's traversals) lives in `shared` (kg_mcp.state; this process by default)."""
     annotations = ToolAnnotations(
         read_only_hint=True,
         destructive_hint=False,
@@ -101,10 +107,43 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         "short": _lane_of_loop("calls", settings.short_calls, max(1, settings.short_calls // 4), settings),
     }
 
-    def call(tool: Callable[..., ToolOutput], *args) -> CallToolResult:
+    # Where state that outlives a call lives (kg_mcp.state): kgr_search's trees, and with Redis the
+    # caller's long calls across every replica, so that its share holds on the team's servers together.
+    shared = shared or InProcessState()
+
+    async def place_across_replicas(caller: str) -> str | None:
+        """One of the caller's `share` long-call places over all replicas, waited for until the
+        deadline; None when the state is this process's (the lane's share is all there is) or Redis
+        does not answer (each replica's share holds meanwhile)."""
+        if not shared.between_processes:
+            return None
+        while True:
+            try:
+                token = await anyio.to_thread.run_sync(
+                    shared.take_place, "long", caller, share, settings.tool_timeout_s + 5)
+            except SharedStateError:
+                return None
+            if token is not None:
+                return token
+            if (deadline.left() or 0) <= PLACE_POLL_S:
+                raise Busy(f"Busy: you already have {share} long call(s) running on this team's servers, the most "
+                           "one client may at once. Retry once one of them has finished.")
+            await anyio.sleep(PLACE_POLL_S)
+
+    # Long calls in worker processes (kg_mcp.tools.processes) when settings.worker_processes says so.
+    pool = None
+    if settings.worker_processes and local and getattr(backend, "path", None):
+        from kg_mcp.tools.processes import WorkerPool
+
+        pool = WorkerPool(backend.path, backend.profile.name, settings, settings.worker_processes)
+
+    def call(tool: Callable[..., ToolOutput], *args, in_worker: bool = False) -> CallToolResult:
         try:
             with deadline.within(settings.tool_timeout_s):
-                out = tool(backend, settings, *args)
+                if in_worker and pool is not None and tool.__name__ in pool.TOOLS:
+                    out, _ = pool.run(tool.__name__, args)
+                else:
+                    out = tool(backend, settings, *args)
         except KGError as error:
             raise ToolError(str(error)) from None
         return CallToolResult(
@@ -119,10 +158,22 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
                 if local:
                     return call(tool, *args)
                 lane = "short"
+            chosen = lanes[lane]()
+            if lane == "long":
+                metrics.watch_long_calls(chosen)
+            # Long calls go to the worker processes when there are some (kg_mcp.tools.processes).
+            fn = partial(call, in_worker=True) if lane == "long" else call
+            caller, place = current_caller().key, None
             try:
-                return await lanes[lane]().run_sync(current_caller().key, deadline.left(), call, tool, *args)
+                if lane == "long":
+                    place = await place_across_replicas(caller)
+                return await chosen.run_sync(caller, deadline.left(), fn, tool, *args)
             except Busy as busy:
                 raise ToolError(str(busy)) from None
+            finally:
+                if place is not None:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(shared.give_back_place, "long", caller, place)
 
     @server.tool(name="search", annotations=annotations)
     async def search_tool(
@@ -253,7 +304,6 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
 
     # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
-    traversals = TraversalStore()
     ranker = ranker_from_env()
 
     @server.tool(
@@ -289,9 +339,21 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings) -> N
         """
         caller = current_caller().key
         key = traversal_key(session, ctx.headers, caller)
+        # A proxy's retry of this very request (the answer was lost with a replica) carries the same id.
+        request_id = next((v for k, v in (ctx.headers or {}).items() if k.lower() == "x-request-id"), None)
 
         def search_tree(backend, settings, *args) -> ToolOutput:
-            return kgr_search(backend, settings, traversals.tree(key, question, caller), ranker, *args)
+            with shared.checkout(key, question, request_id, caller) as taken:
+                if taken.replayed is not None:
+                    return ToolOutput(taken.replayed["text"], TraverseResult.model_validate(taken.replayed["data"]))
+                if pool is not None:
+                    with taken.tree.lock:  # one step at a time on a tree, as kgr_search itself holds it
+                        out, moved = pool.run("kgr_search", args, taken.tree)
+                    taken.tree = moved
+                else:
+                    out = kgr_search(backend, settings, taken.tree, ranker, *args)
+                taken.answer = {"text": out.text, "data": out.data.model_dump(mode="json")}
+                return out
 
         return await run(search_tree, entity, backtrack, top_k, lane="long")
 
