@@ -4,15 +4,16 @@
 #                (5-6 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
 #   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
 #   make docs    build the documentation site strictly into site/ (a broken link or a missing page fails)
+#   make docs-pages   rewrite the generated parts of docs/ pages (tool outputs, command help, settings)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Two workers for CI's 2 cores. Each worker starts its own Virtuoso and `oxigraph serve` and loads
 # its own stores, so the count is fixed rather than one per core of a bigger machine.
 TEST_WORKERS ?= 2
-NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1
+NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1 oidc-provider@9.13
 
-.PHONY: serve test test-packaging install install-test install-docs docs
+.PHONY: serve test test-packaging install install-test install-docs docs docs-pages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,11 +36,15 @@ install-test: $(BIN)/python
 	@command -v nginx >/dev/null && command -v redis-server >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx redis-server; \
 	else echo "The tests need nginx and Redis: sudo apt-get install nginx redis-server (Debian/Ubuntu)"; exit 1; fi; }
-	@# the MCP TypeScript SDK client and the MCP Bundle CLI, from npm into .npm-tools/ (tests/test_ts_sdk.py, test_bundle.py)
+	@# the MCP TypeScript SDK client, the MCP Bundle CLI and an OpenID provider, from npm into .npm-tools/
+	@# (tests/test_ts_sdk.py, test_bundle.py, test_oauth.py)
 	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	else echo "The tests need Node.js and npm: sudo apt-get install nodejs npm (Debian/Ubuntu)"; exit 1; fi; }
 	npm install --silent --no-audit --no-fund --prefix .npm-tools $(NPM_TEST_TOOLS)
+	@# the graph view's build (esbuild) and its browser test (playwright-core), at the versions view/package-lock.json
+	@# locks: tests/test_view_build.py rebuilds kg_mcp/view/graph.html, tests/test_view_browser.py drives Chromium
+	npm ci --silent --no-audit --no-fund --prefix view
 
 serve: install
 	$(BIN)/kg-mcp serve --transport http $(ARGS)
@@ -51,9 +56,14 @@ test: install-test
 test-packaging: install-test
 	$(BIN)/python -m pytest -q tests/packaging $(ARGS)
 
-# The site's tool outputs are made from the demo KG while it builds (docs/hooks/), so it needs the package.
+# The pages' generated parts are made from the demo KG and the commands (docs-pages), so it needs the package.
 install-docs: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[docs]"
 
 docs: install-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The generated parts of the docs pages (tool outputs, command help, settings), written into the
+# committed pages; tests/test_docs.py fails when a page is stale.
+docs-pages: install-docs
+	$(BIN)/python docs/scripts/reference_pages.py

@@ -112,6 +112,9 @@ def bystander(seconds: float, attackers: int = 16) -> Row:
     light = "SELECT ?film WHERE { ?film <http://www.wikidata.org/prop/direct/P57> <http://www.wikidata.org/entity/Q8877> }"
 
     def measure(pool) -> float:
+        pool.check(light, QueryPolicy())  # the workers started (in the background) before the attack
+        while len(pool.pids()) < pool.size:
+            time.sleep(0.05)
         stopping = threading.Event()
 
         def attack() -> None:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from kg_mcp import progress
 from kg_mcp.errors import KGError
 
 NARROW = "Narrow the call: fewer entities, claims or hops, a smaller limit, or a shorter question."
@@ -47,7 +48,9 @@ def within(seconds: float) -> Iterator[None]:
 
 
 def check() -> None:
-    """Raise CallTimeout once the current call's deadline has passed (nothing outside a call)."""
+    """Raise CallTimeout once the current call's deadline has passed (nothing outside a call), and
+    stop the call where its client cancelled it (kg_mcp.progress)."""
+    progress.stop_if_cancelled()
     deadline = _current.get()
     if deadline is not None and time.monotonic() > deadline.end:
         raise CallTimeout(f"The call ran past its time limit of {deadline.seconds:g} s and was stopped.", NARROW)

@@ -18,3 +18,22 @@ ENTITY_PREFIX = "kg"  # shown as kg:Steven_Spielberg; relations are shown bare (
 META_GRAPH = "urn:kg-mcp:meta"
 META_SUBJECT = "urn:kg-mcp:store"
 META_JSON = "urn:kg-mcp:json"
+
+# The RDF, RDFS, OWL, SKOS and SHACL terms kg-mcp reasons with (verify's entailments, the profiles'
+# names and the summary of an ontology-shaped KG).
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+OWL = "http://www.w3.org/2002/07/owl#"
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+SH = "http://www.w3.org/ns/shacl#"
+RDFS_SUBCLASS = RDFS + "subClassOf"
+RDFS_SUBPROPERTY = RDFS + "subPropertyOf"
+OWL_EQUIVALENT_CLASS = OWL + "equivalentClass"
+OWL_EQUIVALENT_PROPERTY = OWL + "equivalentProperty"
+OWL_SAME_AS = OWL + "sameAs"
+OWL_INVERSE_OF = OWL + "inverseOf"
+OWL_DISJOINT_WITH = OWL + "disjointWith"
+OWL_DIFFERENT_FROM = OWL + "differentFrom"
+OWL_TRANSITIVE = OWL + "TransitiveProperty"
+OWL_SYMMETRIC = OWL + "SymmetricProperty"
+OWL_FUNCTIONAL = OWL + "FunctionalProperty"

@@ -18,6 +18,8 @@ RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 SKOS = "http://www.w3.org/2004/02/skos/core#"
 SCHEMA = "http://schema.org/"
 OWL = "http://www.w3.org/2002/07/owl#"
+DCTERMS = "http://purl.org/dc/terms/"
+FOAF = "http://xmlns.com/foaf/0.1/"
 
 COMMON_PREFIXES = {
     "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
@@ -26,6 +28,8 @@ COMMON_PREFIXES = {
     "owl": OWL,
     "skos": SKOS,
     "schema": SCHEMA,
+    "sh": "http://www.w3.org/ns/shacl#",
+    "dcterms": DCTERMS,
 }
 
 WD = "http://www.wikidata.org/entity/"
@@ -51,10 +55,13 @@ class StatementModel:
 class Profile:
     name: str
     prefixes: dict[str, str]
-    label_predicates: tuple[str, ...] = (RDFS_LABEL, SKOS + "prefLabel", SCHEMA + "name")
+    # The vocabularies of published RDF, best first: the first in the preferred language wins.
+    label_predicates: tuple[str, ...] = (RDFS_LABEL, SKOS + "prefLabel", SCHEMA + "name", DCTERMS + "title", FOAF + "name")
     # Other names of an entity, found by find_entities (and shown as an `alias` match).
-    alias_predicates: tuple[str, ...] = (SKOS + "altLabel",)
-    description_predicates: tuple[str, ...] = (SCHEMA + "description", RDFS + "comment")
+    alias_predicates: tuple[str, ...] = (SKOS + "altLabel", SKOS + "hiddenLabel")
+    description_predicates: tuple[str, ...] = (
+        SKOS + "definition", RDFS + "comment", DCTERMS + "description", SCHEMA + "description"
+    )
     # Predicates (and namespaces) that are bookkeeping, not facts: left out of neighbourhoods.
     hidden_predicates: frozenset[str] = frozenset()
     hidden_namespaces: tuple[str, ...] = ()
@@ -118,6 +125,9 @@ class Profile:
 
 
 _LABELS = frozenset({RDFS_LABEL, SKOS + "prefLabel", SKOS + "altLabel", SCHEMA + "name", SCHEMA + "description"})
+# Only the names shown beside every id are left out of a generic KG's listings: aliases and
+# descriptions are shown nowhere else, and a `search` filtered to a label lists every one.
+_SHOWN_BESIDE_IDS = frozenset(Profile.__dataclass_fields__["label_predicates"].default)
 
 WIKIDATA = Profile(
     name="wikidata",
@@ -203,6 +213,8 @@ DBPEDIA = Profile(
         "foaf": "http://xmlns.com/foaf/0.1/",
         "prov": "http://www.w3.org/ns/prov#",
     },
+    # DBpedia keeps the labels it always had: every label predicate costs a join on a large endpoint.
+    label_predicates=(RDFS_LABEL, SKOS + "prefLabel", SCHEMA + "name"),
     description_predicates=("http://dbpedia.org/ontology/abstract", RDFS + "comment"),
     hidden_predicates=_LABELS
     | {
@@ -216,7 +228,7 @@ DBPEDIA = Profile(
     },
 )
 
-GENERIC = Profile(name="generic", prefixes=dict(COMMON_PREFIXES), hidden_predicates=_LABELS)
+GENERIC = Profile(name="generic", prefixes=dict(COMMON_PREFIXES), hidden_predicates=_SHOWN_BESIDE_IDS)
 
 PROFILES = {p.name: p for p in (WIKIDATA, FREEBASE_PROFILE, DBPEDIA, GENERIC)}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +26,17 @@ from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import KGError
 from kg_mcp.hubs import DEFAULT_THRESHOLD, recorded_directions
+from kg_mcp.schema_shape import (
+    MACHINERY,
+    ONTOLOGY_SHARE,
+    ROOTED,
+    ROOTS_SHOWN,
+    Root,
+    hierarchy_roots,
+    is_vocabulary_term,
+    kinds_of_subjects,
+    relation_kind,
+)
 from kg_mcp.store_meta import read_meta
 
 log = logging.getLogger(__name__)
@@ -43,6 +55,8 @@ class RelationUse:
     label: str | None
     triples: int
     identifier: bool = False  # an external identifier (the profile's mark): listed after the other facts
+    kind: str = "domain"  # "name", "hierarchy", "machinery" or "domain" (kg_mcp.schema_shape.relation_kind)
+    hidden: bool = False  # left out of unfiltered listings (names shown beside ids); a filtered search reads it
 
 
 @dataclass(frozen=True)
@@ -59,9 +73,14 @@ class Census:
     profile: str
     triples: int | None = None
     triples_basis: str = "exact"  # "exact", "as loaded" (store metadata), "VoID", "at least"
-    entities: int | None = None
-    relation_total: int | None = None  # distinct visible relations; None when only sampled
+    entities: int | None = None  # named subjects, as kg://stats and `kg-mcp info` count them
+    blank_subjects: int | None = None  # blank-node subjects (restrictions, shapes' constraints, lists)
+    relation_total: int | None = None  # distinct predicates, hidden ones included; None when only sampled
+    listed_by_kind: dict[str, int] = field(default_factory=dict)  # visible relations of each kind, all of them
     relations: list[RelationUse] = field(default_factory=list)  # most used first (facts before bookkeeping)
+    shape: str = "data"  # or "ontology": most named subjects are classes, properties, shapes or concepts
+    kinds: list[tuple[str, int]] = field(default_factory=list)  # those types with their named subjects
+    roots: list[Root] = field(default_factory=list)  # hierarchy roots, most below first
     relations_basis: str = "exact"  # or "sample": counted over the first `sample` triples
     hubs: list[Hub] = field(default_factory=list)
     hubs_basis: str = "exact"  # or "load-time statistics", "sample"
@@ -95,6 +114,8 @@ def take_census(backend: Backend, budget_s: float, *, exact_up_to: int = EXACT_U
     exact = census.triples_basis == "exact" and census.triples is not None
     census.relations_basis = "exact" if exact else "sample"
     step("relations", lambda kg: _relations(kg, census, exact))
+    if exact:
+        step("shape", lambda kg: _shape(kg, census))
     step("hubs", lambda kg: _hubs(kg, census, exact))
     step("ids", lambda kg: _example(kg, census))
     return census
@@ -122,8 +143,10 @@ def _size(kg: Backend, census: Census, exact_up_to: int) -> None:
     counted = kg._count(bounded_triples(exact_up_to + 1))
     if counted <= exact_up_to:
         census.triples = counted
-        # Subjects rather than every IRI node: ten times cheaper to count, and what the triples are about.
-        census.entities = kg._count(q.count_distinct("s"))
+        # Named subjects rather than every node: several times cheaper to count, what the triples are
+        # about, and the same count kg://stats and `kg-mcp info` give.
+        census.entities = kg._count(q.count_entities())
+        census.blank_subjects = kg._count(q.count_blank_subjects())
         return
     if isinstance(kg, OxigraphBackend):  # what the loads recorded (a count would read every triple)
         meta = read_meta(kg.store)
@@ -157,9 +180,14 @@ def _relations(kg: Backend, census: Census, exact: bool) -> None:
     pattern = "?s ?p ?o" if exact else f"{{ SELECT ?p WHERE {{ ?s ?p ?o }} LIMIT {census.sample} }}"
     rows = kg._solutions(f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {pattern} }} GROUP BY ?p ORDER BY DESC(?n) ?p")
     counts = [(s["p"], int(s["n"].value)) for s in rows if isinstance(s["p"], ox.NamedNode)]
-    counts = [(p, n) for p, n in counts if not kg.profile.is_hidden(p.value)]
     if exact:
-        census.relation_total = len(counts)
+        census.relation_total = len(counts)  # every predicate, as kg://stats counts them
+    profile = kg.profile
+    # The names shown beside ids are kept apart (the summary says how to read them); other bookkeeping goes.
+    names = [(p, n) for p, n in counts if profile.is_hidden(p.value) and relation_kind(p.value, profile) == "name"]
+    counts = [(p, n) for p, n in counts if not profile.is_hidden(p.value)]
+    if exact:
+        census.listed_by_kind = dict(Counter(relation_kind(p.value, profile) for p, _ in counts))
     facts = _facts_namespace(kg)
     # Facts first (Wikidata's wdt: before its bookkeeping), external identifiers (ISNI, VIAF) after
     # the other facts: the instructions show the head of this list.
@@ -167,7 +195,25 @@ def _relations(kg: Backend, census: Census, exact: bool) -> None:
     identifiers = kg.identifier_predicates([p for p, _ in head])
     head.sort(key=lambda pn: (not pn[0].value.startswith(facts), pn[0] in identifiers, -pn[1]))
     labels = kg.labels([p for p, _ in head[:LABELLED]])
-    census.relations = [RelationUse(p.value, kg.vocab.compact(p), labels.get(p), n, p in identifiers) for p, n in head]
+    census.relations = [
+        RelationUse(p.value, kg.vocab.compact(p), labels.get(p), n, p in identifiers, relation_kind(p.value, profile))
+        for p, n in head
+    ] + [RelationUse(p.value, kg.vocab.compact(p), None, n, False, "name", hidden=True) for p, n in names]
+
+
+def _shape(kg: Backend, census: Census) -> None:
+    """Whether the KG is an ontology; if so its kinds of subjects and the roots of its hierarchies."""
+    share, census.kinds = kinds_of_subjects(kg, census.entities or 0)
+    if share < ONTOLOGY_SHARE:
+        return
+    census.shape = "ontology"
+    used = {r.iri for r in census.relations}
+    roots = [root for relation in ROOTED if relation in used for root in hierarchy_roots(kg, relation)]
+    census.roots = sorted(roots, key=lambda root: -root.below)[:ROOTS_SHOWN]
+
+
+def _not_machinery(var: str) -> str:
+    return "FILTER(" + " && ".join(f'!STRSTARTS(STR(?{var}), "{ns}")' for ns in MACHINERY) + ")"
 
 
 def _hubs(kg: Backend, census: Census, exact: bool) -> None:
@@ -181,15 +227,21 @@ def _hubs(kg: Backend, census: Census, exact: bool) -> None:
     # Literal objects are dropped here, not in the query, and ties are not ordered: an isIRI filter or
     # a second sort key makes the query ten times slower.
     pattern = f"?s ?p ?o {_fact_filter(kg)}"
+    if census.shape == "ontology":  # hubs of the ontology's own relations, not of rdf:type or sh:path
+        pattern += " " + _not_machinery("p")
     if not exact:
         pattern = f"{{ SELECT ?o WHERE {{ {pattern} }} LIMIT {census.sample} }}"
     top = kg._solutions(f"SELECT ?o (COUNT(*) AS ?n) WHERE {{ {pattern} }} GROUP BY ?o ORDER BY DESC(?n) LIMIT 40")
-    found = [(s["o"], int(s["n"].value)) for s in top if isinstance(s["o"], ox.NamedNode)][:HUBS_KEPT]
+    # A term of OWL, SHACL or RDFS (sh:this, owl:Class) is no hub to avoid: it is the language.
+    found = [(s["o"], int(s["n"].value)) for s in top if isinstance(s["o"], ox.NamedNode) and not is_vocabulary_term(s["o"].value)]
+    found = found[:HUBS_KEPT]
     labels = kg.labels([node for node, _ in found])
     for node, edges in found:
         relations: tuple[tuple[str, int], ...] = ()
         if exact:  # the relations behind each (cheap on a KG this size)
             counted = kg.relation_counts(node, Direction.INCOMING)
+            if census.shape == "ontology":
+                counted = [r for r in counted if not is_vocabulary_term(r.predicate.value)]
             relations = tuple((kg.vocab.compact(r.predicate), r.count) for r in counted[:3])
         census.hubs.append(Hub(kg.vocab.compact(node), labels.get(node), "incoming", edges, relations))
 
@@ -207,8 +259,14 @@ def _recorded_hubs(kg: OxigraphBackend, census: Census, recorded: set[tuple[ox.N
 
 
 def _example(kg: Backend, census: Census) -> None:
-    """A real id (the top hub's, else a subject of the top relation) and whether its label works as an id."""
-    node = kg.vocab.parse(census.hubs[0].id) if census.hubs else None
+    """A real id (on an ontology a class under its top root; else the top hub's, else a subject of the
+    top relation) and whether its label works as an id."""
+    node = None
+    if census.roots:
+        root = census.roots[0]
+        node = kg.vocab.parse(root.children[0] if root.children else root.id)
+    if node is None and census.hubs:
+        node = kg.vocab.parse(census.hubs[0].id)
     if node is None and census.relations:
         rows = kg._solutions(f"SELECT ?s WHERE {{ ?s <{census.relations[0].iri}> ?o FILTER(isIRI(?s)) }} LIMIT 1")
         node = next((s["s"] for s in rows), None)

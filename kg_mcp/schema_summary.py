@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, graph_access
 from kg_mcp.prompt_files import read_prompt
 from kg_mcp.schema_census import Census, RelationUse, take_census
 from kg_mcp.settings import Settings
@@ -25,18 +25,24 @@ SUMMARY_TOKENS = 1400  # the whole instructions stay under 2,000 tokens with the
 # token in o200k_base (English prose nearer 4), so 2.4 keeps the estimate on the safe side.
 CHARS_PER_TOKEN = 2.4
 SUMMARY_FILE = "server_instructions_kg.md"
+FEW_LEFT = 5  # relations the budget may leave out before the list says "the N most used of M"
+MACHINERY_SHOWN = 8  # machinery relations named in an ontology's one line about them
 
-_censuses: weakref.WeakKeyDictionary[Backend, Census] = weakref.WeakKeyDictionary()
+# One census per backend and graph set (kg_mcp.backends.graph_access): a caller's summary names
+# only what its graphs hold.
+_censuses: weakref.WeakKeyDictionary[Backend, dict[str, Census]] = weakref.WeakKeyDictionary()
 
 
 def census_of(backend: Backend, settings: Settings) -> Census | None:
-    """The backend's census, taken on first use within settings.schema_summary_s (None when that is 0)."""
+    """The backend's census for the caller's graphs, taken on first use within settings.schema_summary_s
+    (None when that is 0)."""
     if settings.schema_summary_s <= 0:
         return None
-    known = _censuses.get(backend)
+    taken = _censuses.setdefault(backend, {})
+    known = taken.get(graph_access.cache_key())
     if known is None:
         started = time.perf_counter()
-        known = _censuses[backend] = take_census(backend, settings.schema_summary_s)
+        known = taken[graph_access.cache_key()] = take_census(backend, settings.schema_summary_s)
         log.info("KG summary for the server instructions: %.1f s%s", time.perf_counter() - started,
                  f"; not read: {', '.join(known.missing)}" if known.missing else "")
     return known
@@ -59,9 +65,12 @@ def summary_heading() -> str:
 def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKENS) -> str:
     """The summary as markdown, at most about `tokens` tokens: relations fill what the rest leaves."""
     template = read_prompt(SUMMARY_FILE)
+    listed = _listed(census)
     fields = {
         "size": _size(census),
         "ids": _ids(census),
+        "shape": _shape(census),
+        "names": _names(census),
         "hubs_scope": _hubs_scope(census, settings),
         "hubs": _hubs(census, settings),
         "hierarchy": _hierarchy(census),
@@ -69,19 +78,29 @@ def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKEN
     budget = tokens * CHARS_PER_TOKEN - len(template.render(**fields, relations="", relations_scope="", relations_rest=""))
     lines: list[str] = []
     room = budget - 200  # the scope and the pointer to the rest
-    for relation in census.relations:
+    for relation in listed:
         line = _relation_line(relation)
         if room - len(line) - 1 < 0:
             break
         lines.append(line)
         room -= len(line) + 1
+    if 0 < _listed_total(census, listed) - len(lines) <= FEW_LEFT and len(listed) == _listed_total(census, listed):
+        lines = [_relation_line(r) for r in listed]  # "the 91 most used of 92" helps no one: show them all
     fields["relations"] = "\n".join(lines) or "- (none could be read at start: `get_relations` lists those around an entity)"
-    fields["relations_scope"] = _relations_scope(census, len(lines))
-    fields["relations_rest"] = _relations_rest(census, len(lines))
+    fields["relations_scope"] = _relations_scope(census, listed, len(lines))
+    fields["relations_rest"] = _relations_rest(census, listed, len(lines))
     text = template.render(**fields)
     if census.missing:
         text = text.rstrip() + f"\n\nNot read at start: {'; '.join(census.missing)}.\n"
     return _tidy(text)
+
+
+def _listed(census: Census) -> list[RelationUse]:
+    """The relations the list shows: on an ontology its own relations and hierarchies (machinery and
+    names have lines of their own), elsewhere every relation the tools list unfiltered."""
+    if census.shape == "ontology":
+        return [r for r in census.relations if r.kind in ("domain", "hierarchy")]
+    return [r for r in census.relations if not r.hidden]
 
 
 def schema_document(backend: Backend, settings: Settings) -> dict:
@@ -100,8 +119,10 @@ def schema_document(backend: Backend, settings: Settings) -> dict:
         ]
         return document
     document["top_relations"] = [
-        {"relation": r.id, "label": r.label, "triples": r.triples} for r in census.relations
+        {"relation": r.id, "label": r.label, "triples": r.triples, "kind": r.kind} for r in census.relations if not r.hidden
     ]
+    document["names"] = [{"relation": r.id, "triples": r.triples} for r in census.relations if r.hidden]
+    document["shape"] = census.shape
     document["relations_counted"] = _basis(census, census.relations_basis)
     document["relation_total"] = census.relation_total
     document["hubs"] = [
@@ -122,7 +143,9 @@ def _basis(census: Census, basis: str) -> str:
 
 def _size(census: Census) -> str:
     relations = f", in {census.relation_total:,} relations" if census.relation_total is not None else ""
-    entities = f" about {census.entities:,} entities (subjects)" if census.entities else ""
+    entities = f" about {census.entities:,} entities (named subjects)" if census.entities else ""
+    if census.entities and census.blank_subjects:
+        entities += f" and {census.blank_subjects:,} blank nodes"
     profile = f"(schema profile: {census.profile})"
     if census.triples is None:
         return f"Its size was not counted at start (the kg://stats resource counts it) {profile}."
@@ -133,6 +156,40 @@ def _size(census: Census) -> str:
     if census.triples_basis == "as loaded":
         return f"It holds about {census.triples:,} triples, as loaded {profile}."
     return f"It holds at least {census.triples:,} triples (not counted further) {profile}."
+
+
+def _shape(census: Census) -> str:
+    """An ontology's kinds of subjects, its hierarchies' roots and one line on its machinery ('' elsewhere)."""
+    if census.shape != "ontology":
+        return ""
+    kinds = ", ".join(f"`{t}` {n:,}" for t, n in census.kinds[:4])
+    lines = [f"It is an ontology: most of its named subjects are classes, properties, shapes or concepts ({kinds})."]
+    if census.blank_subjects:
+        lines[0] += (" Its blank nodes (restrictions, shapes' constraints, lists) are shown inside what they describe, "
+                     "as `[ ... ]` and `( ... )`.")
+    if census.roots:
+        lines.append("\nHierarchy roots, with the nodes below each at any depth:")
+        for root in census.roots:
+            name = f" ({root.label})" if root.label else ""
+            children = ", ".join(f"`{c}`" for c in root.children)
+            lines.append(f"- `{root.id}`{name}: {root.below:,} below by {root.relation}" + (f"; directly {children}" if children else ""))
+    machinery = [r for r in census.relations if r.kind == "machinery"]
+    if machinery:
+        triples = sum(r.triples for r in machinery)
+        named = ", ".join(f"`{r.id}` {r.triples:,}" for r in machinery[:MACHINERY_SHOWN])
+        lines.append(f"\nOWL, SHACL and RDFS machinery: {len(machinery):,} relations, {triples:,} triples ({named}"
+                     f"{', ...' if len(machinery) > MACHINERY_SHOWN else ''}); a `search` filtered to one reads it.")
+    return "\n".join(lines)
+
+
+def _names(census: Census) -> str:
+    """Where names and descriptions come from, and how to read all of them."""
+    names = sorted((r for r in census.relations if r.kind == "name"), key=lambda r: -r.triples)
+    if not names:
+        return ""
+    shown = [f"`{r.id}` {r.triples:,}" + (" (shown beside each id)" if r.hidden else "") for r in names]
+    return (f"Names and descriptions: {', '.join(shown)}. A `search` filtered to one of them lists every value "
+            "(labels in every language, aliases, whole definitions).")
 
 
 def _ids(census: Census) -> str:
@@ -155,21 +212,26 @@ def _relation_line(relation: RelationUse) -> str:
     return f"- `{relation.id}`{' ' + label if named else ''}: {relation.triples:,}"
 
 
-def _relations_scope(census: Census, shown: int) -> str:
+def _relations_scope(census: Census, listed: list[RelationUse], shown: int) -> str:
+    own = "its own relations and hierarchies: " if census.shape == "ontology" else ""
     if census.relations_basis == "sample":
-        return f"the {shown} most used {_basis(census, 'sample')}"
-    total = census.relation_total or len(census.relations)
-    return f"all {total:,}" if shown >= total else f"the {shown} most used of {total:,}"
+        return f"{own}the {shown} most used {_basis(census, 'sample')}"
+    total = _listed_total(census, listed)
+    return f"{own}all {total:,}" if shown >= total else f"{own}the {shown} most used of {total:,}"
 
 
-def _relations_rest(census: Census, shown: int) -> str:
-    known = census.relation_total if census.relation_total is not None else None
-    if known is not None and shown >= known:
+def _listed_total(census: Census, listed: list[RelationUse]) -> int:
+    """How many relations the list is of, counting those past the census's own cut."""
+    kinds = ("domain", "hierarchy") if census.shape == "ontology" else tuple(census.listed_by_kind)
+    return max(len(listed), sum(census.listed_by_kind.get(kind, 0) for kind in kinds))
+
+
+def _relations_rest(census: Census, listed: list[RelationUse], shown: int) -> str:
+    if census.relations_basis != "sample" and shown >= _listed_total(census, listed):
         return ""
-    listed = len(census.relations)
     return (
         f"More: `get_relations` lists every relation around an entity, and the `kg://schema` resource "
-        f"lists the {listed:,} most used."
+        f"lists the {len(census.relations):,} most used."
     )
 
 
@@ -199,7 +261,8 @@ def _hubs_scope(census: Census, settings: Settings) -> str:
         return f"entities with {census.hub_threshold or 0:,} edges or more in one direction, counted at load time"
     if census.hubs_basis == "sample":
         return f"the most linked entities {_basis(census, 'sample')}"
-    return f"the entities with the most incoming edges, if more than {settings.search_k}"
+    own = " of the ontology's own relations" if census.shape == "ontology" else ""
+    return f"the entities with the most incoming edges{own}, if more than {settings.search_k}"
 
 
 def _hubs(census: Census, settings: Settings) -> str:

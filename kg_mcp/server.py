@@ -15,30 +15,47 @@ from collections.abc import Callable
 import anyio
 
 from mcp.server import MCPServer
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
+from mcp.types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
-from kg_mcp.backends import Backend
-from kg_mcp.caller import caller_of, calling_as
-from kg_mcp.prompt_files import PromptFile, mcp_prompts
+from kg_mcp.backends import Backend, graph_access
+from kg_mcp.backends.graph_access import GraphAccess
+from kg_mcp.caller import Caller, caller_of, calling_as
+from kg_mcp.errors import ConfigError
+from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
+from kg_mcp.protocol import add_protocol
 from kg_mcp.quoting import quoted
 from kg_mcp.schema_summary import schema_document, server_instructions
-from kg_mcp.serving.auth import StaticTokenVerifier
+from kg_mcp.serving.audit import AuditLog, Timer, rows_of
+from kg_mcp.serving.auth import ServerAuth, server_auth
+from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
 from kg_mcp.settings import Settings
 from kg_mcp.state import SharedState
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
+from kg_mcp.view import graph_view
 
 log = logging.getLogger(__name__)
+
+
+class RefusedCall(ToolError):
+    """A call refused before it ran (unknown tool, arguments that do not fit, a scope it lacks)."""
 
 
 class KGServer(MCPServer):
     """MCPServer whose tools publish portable input schemas (kg_mcp.arguments) and answer a bad
     call with an error in our words, for every registered tool, before the SDK validates it."""
+
+    serving_auth: ServerAuth | None = None
+    audit: AuditLog | None = None
+    graph_access: GraphAccess | None = None
+    served_graphs: tuple[str, ...] = ()  # the graphs the backend reads (empty: the whole store or endpoint)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -46,12 +63,91 @@ class KGServer(MCPServer):
         self._header_schemas: dict[str, tuple[object, dict | None]] = {}
 
     async def list_tools(self):
-        tools = await super().list_tools()
+        tools = [tool for tool in await super().list_tools() if tool_allowed(tool.name)]
         for tool in tools:
             tool.input_schema = self.arguments(tool.name).schema
         return tools
 
     async def call_tool(self, name, arguments, context=None):
+        """The call, refused when the caller's token lacks the tool's scope, read through the caller's
+        graphs (kg_mcp.backends.graph_access), and audited."""
+        timer, outcome, result, graphs = Timer(), "refused", None, None
+        try:
+            if not tool_allowed(name):
+                needed = " and ".join(needed_for_tool(name))
+                raise RefusedCall(f"The {name} tool needs the scopes {needed}: ask for them when you sign in.")
+            graphs = self.caller_graphs(RefusedCall)
+            with graph_access.reading(graphs):
+                result = await self._call_checked(name, arguments, context)
+            outcome = "tool_error" if getattr(result, "is_error", False) else "ok"
+            return result
+        except RefusedCall:
+            raise
+        except ToolError:
+            outcome = "tool_error"
+            raise
+        finally:
+            if self.audit is not None:
+                structured = getattr(result, "structured_content", None)
+                self.audit.call(_caller(context), "tool", name, arguments, outcome, rows=rows_of(structured),
+                                ms=timer.ms, graphs=graphs)
+
+    async def read_resource(self, uri, context=None):
+        timer, outcome, graphs = Timer(), "refused", None
+        try:
+            graphs = self.caller_graphs(ResourceError)
+            outcome = "error"
+            with graph_access.reading(graphs):
+                found = await super().read_resource(uri, context)
+            outcome = "ok"
+            return found
+        finally:
+            if self.audit is not None:
+                self.audit.call(_caller(context), "resource", str(uri), None, outcome, ms=timer.ms, graphs=graphs)
+
+    async def get_prompt(self, name, arguments=None, context=None):
+        """prompts/get, audited; an unknown prompt or a missing or unknown argument is the spec's -32602."""
+        timer, outcome = Timer(), "error"
+        try:
+            self._check_prompt(name, arguments)
+            found = await super().get_prompt(name, arguments, context)
+            outcome = "ok"
+            return found
+        finally:
+            if self.audit is not None:
+                self.audit.call(_caller(context), "prompt", name, arguments, outcome, ms=timer.ms)
+
+    def caller_graphs(self, refusal: type[Exception] = RefusedCall) -> frozenset[str] | None:
+        """The graphs the caller of the request being served may read (None: all the server reads);
+        `refusal` is raised, in our words, for a caller granted none."""
+        if self.graph_access is None:
+            return None
+        token = get_access_token()
+        if token is None:  # no sign-in: stdio or in-process use (an HTTP server with graph access has auth)
+            return None
+        graphs = self.graph_access.graphs_for(token.scopes, self.served_graphs)
+        if graphs is not None and not graphs:
+            known = ", ".join(self.graph_access.scopes)
+            raise refusal(
+                f"Your sign-in grants no graph of this KG, so there is nothing to read. Its graph scopes are "
+                f"{known}: ask the server's operator for one, then sign in again."
+            )
+        return graphs
+
+    def _check_prompt(self, name: str, arguments: dict | None) -> None:
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {quoted(name)}. The prompts are: {known}.")
+        expected = {a.name: a.required for a in prompt.arguments or []}
+        given = arguments or {}
+        missing = [a for a, required in expected.items() if required and a not in given]
+        unknown = [a for a in given if a not in expected]
+        if missing or unknown:
+            problem = f"missing {', '.join(missing)}" if missing else f"no argument {', '.join(map(quoted, unknown))}"
+            raise MCPError(INVALID_PARAMS, f"Prompt {name}: {problem}. Its arguments are: {', '.join(expected) or 'none'}.")
+
+    async def _call_checked(self, name, arguments, context=None):
         """The call, served as its caller's (kg_mcp.caller: the lanes and traversal trees are per
         caller), its arguments checked first: an unknown or oversized one is refused at once."""
         checks = self.arguments(name)
@@ -65,9 +161,9 @@ class KGServer(MCPServer):
                         raise
                 # The SDK refused the arguments (pydantic's words): say what is wrong in ours.
                 checks.explain(arguments)
-                raise ToolError(f"{name}: the arguments do not fit. {usage(checks.schema)}")
+                raise RefusedCall(f"{name}: the arguments do not fit. {usage(checks.schema)}")
             except ArgumentError as error:
-                raise ToolError(str(error)) from None
+                raise RefusedCall(str(error)) from None
 
     def _tool_input_schema(self, name: str) -> dict | None:
         """The schema the SDK checks a call's Mcp-Param-* headers against over HTTP, or None when it
@@ -88,8 +184,9 @@ class KGServer(MCPServer):
         # The tool manager is the SDK's registry of record (its own _tool_input_schema reads it too).
         tool = self._tool_manager.get_tool(name)
         if tool is None:
-            known = ", ".join(t.name for t in self._tool_manager.list_tools())
-            raise ToolError(f"Unknown tool: {quoted(name)}. The tools are: {known}.")
+            # A protocol error, as the spec has it (a tool result is for a tool that ran).
+            known = ", ".join(t.name for t in self._tool_manager.list_tools() if tool_allowed(t.name))
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {quoted(name)}. The tools are: {known}.")
         if name not in self._arguments or self._arguments[name][0] is not tool:
             self._arguments[name] = (tool, ToolArguments(name, tool.parameters))
         return self._arguments[name][1]
@@ -103,23 +200,29 @@ def _transport_request(context):
         return None
 
 
+def _caller(context) -> Caller:
+    """Who made the request `context` belongs to (the local client outside a request)."""
+    return caller_of(_transport_request(context))
+
+
 def build_server(
     backend: Backend,
     settings: Settings | None = None,
     *,
     auth_token: str | None = None,
-    public_url: str = "http://127.0.0.1:8000",
+    auth: ServerAuth | None = None,
+    audit: AuditLog | None = None,
+    graph_access: GraphAccess | None = None,
     shared: SharedState | None = None,
 ) -> KGServer:
-    """An MCP server exposing the KG tools over `backend` (bearer auth on HTTP if a token is given);
-    `shared` holds what outlives a call (kg_mcp.state: this process by default, or Redis)."""
+    """An MCP server exposing the KG tools over `backend`. Over HTTP, callers are checked by `auth`
+    (kg_mcp.serving.auth.server_auth: a shared token, named tokens, an OAuth issuer), or by the one
+    `auth_token`; `audit` records every call; `graph_access` gives each caller its graphs; `shared`
+    holds what outlives a call (kg_mcp.state: this process by default, or Redis)."""
     settings = settings or Settings()
-    auth = {}
-    if auth_token:
-        auth = {
-            "token_verifier": StaticTokenVerifier(auth_token),
-            "auth": AuthSettings(issuer_url=public_url, resource_server_url=None, validate_token_resource=False),
-        }
+    if auth is None and auth_token:
+        auth = server_auth(token=auth_token)
+    sdk_auth = {"token_verifier": auth.verifier, "auth": auth.sdk_settings()} if auth else {}
     server = KGServer(
         "kg-mcp",
         title="Knowledge-graph tools",
@@ -127,13 +230,60 @@ def build_server(
         # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema_summary).
         instructions=server_instructions(backend, settings),
         log_level="INFO",
-        **auth,
+        # MCP Apps: the navigation tools' results drawn as a graph (kg_mcp.view); additive.
+        extensions=[graph_view()],
+        **sdk_auth,
     )
+    server.serving_auth = auth  # read by kg_mcp.serving when it builds the HTTP app
+    server.audit = audit
+    if graph_access is not None:
+        _graphs_per_caller(server, backend, settings, graph_access)
     register_tools(server, backend, settings, shared)
+    if auth is not None:
+        auth.scoped_tools = frozenset(name for name in TOOL_SCOPES if server._tool_manager.get_tool(name))
     _add_resources(server, backend, settings)
-    for prompt in mcp_prompts():
+    prompts = mcp_prompts()
+    for prompt in prompts:
         server.add_prompt(_as_mcp_prompt(prompt))
+    # Entity cards, completions, progress and logs (kg_mcp.protocol).
+    add_protocol(server, backend, settings, {p.name: p.arguments for p in prompts})
     return server
+
+
+def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, access: GraphAccess) -> None:
+    """Each caller reads the graphs its scopes grant (KGServer.caller_graphs), and its instructions
+    summarise those graphs, computed when it initializes (the summary of each scope's graphs is taken
+    now, so that most initializes find it ready)."""
+    plan = getattr(backend, "graph_plan", None)
+    if plan is None:
+        raise ConfigError(
+            "--graph-access reads each caller's graphs through a SPARQL endpoint's dataset parameters: serve the "
+            "data from an endpoint (--sparql URL; e.g. `oxigraph serve` over graphs loaded with "
+            "`oxigraph load --graph`). A local store is read whole."
+        )
+    server.graph_access = access
+    server.served_graphs = tuple(plan.graphs)
+    for scope in access.scopes:
+        graphs = access.graphs_for([scope], server.served_graphs)
+        if graphs:
+            with graph_access.reading(graphs):
+                server_instructions(backend, settings)
+    lowlevel = server._lowlevel_server
+    general = lowlevel.instructions
+
+    def for_the_caller(_lowlevel) -> str | None:
+        try:
+            graphs = server.caller_graphs()
+        except RefusedCall as refusal:
+            return f"{read_prompt('server_instructions.md').template.rstrip()}\n\n{refusal}"
+        if graphs is None:
+            return general
+        with graph_access.reading(graphs):
+            return server_instructions(backend, settings)
+
+    # The SDK reads `instructions` when it answers initialize (and server/discover), in the caller's
+    # context: a property of this one server object computes them there.
+    lowlevel.__class__ = type("KGLowLevelServer", (type(lowlevel),), {"instructions": property(for_the_caller)})
 
 
 # How long an endpoint's resources are kept: its data may change (a local store is read-only while served).
@@ -191,13 +341,13 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> N
 
 class Computed:
     """A resource's text, computed on a worker thread at its first read (one computation however
-    many read at once) and kept: for good (`max_age_s` None) or for `max_age_s` seconds."""
+    many read at once) and kept: for good (`max_age_s` None) or for `max_age_s` seconds. One text
+    per graph set (kg_mcp.backends.graph_access): a caller reads what its own graphs hold."""
 
     def __init__(self, compute: Callable[[], str], max_age_s: float | None):
         self.compute = compute
         self.max_age_s = max_age_s
-        self._text: str | None = None
-        self._at = 0.0
+        self._texts: dict[str, tuple[str, float]] = {}  # graph set -> (text, when it was made)
         self._lock = threading.Lock()
 
     async def read(self) -> str:
@@ -207,16 +357,17 @@ class Computed:
         return await anyio.to_thread.run_sync(self._computed)
 
     def _fresh(self) -> str | None:
-        if self._text is None or (self.max_age_s is not None and time.monotonic() - self._at > self.max_age_s):
+        text, at = self._texts.get(graph_access.cache_key(), (None, 0.0))
+        if text is None or (self.max_age_s is not None and time.monotonic() - at > self.max_age_s):
             return None
-        return self._text
+        return text
 
     def _computed(self) -> str:
         with self._lock:  # the reads that came meanwhile wait here, then take the text just made
             text = self._fresh()
             if text is None:
-                text = self._text = self.compute()
-                self._at = time.monotonic()
+                text = self.compute()
+                self._texts[graph_access.cache_key()] = (text, time.monotonic())
             return text
 
 

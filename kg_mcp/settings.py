@@ -103,6 +103,9 @@ class Settings(BaseSettings):
         description="long tool calls (verify, follow, kgr_search, batches) run at once, half of them at most one caller's; "
         "more wait their turn",
     )
+    oauth_leeway_s: float = Field(
+        30.0, ge=0, le=300, description="OAuth access tokens: clock skew allowed on exp and nbf (kg_mcp.serving.oauth)"
+    )
     worker_processes: int = Field(
         0, ge=0, le=64, description="long tool calls run in this many worker processes, each with the store open "
         "read-only, so light calls never wait on them for the interpreter (0: worker threads; local stores only)"

@@ -11,6 +11,8 @@ import re
 import pyoxigraph as ox
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from kg_mcp.backends import open_store
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
@@ -96,11 +98,13 @@ async def test_schema_violations_are_rejected_before_running(recorder):
             ("find_entities", {"name": "Tom", "limit": 0}),
             ("verify", {"claims": [{"subject": "a"}]}),
             ("explore_kg", {"entity": "kg:Tom_Hanks", "relations": "starred_actors"}),
-            ("no_such_tool", {}),
         ]
         for tool, args in bad:
             result = await client.call_tool(tool, args)
             assert result.is_error, (tool, args)
+        with pytest.raises(MCPError) as unknown:  # no such tool: a protocol error (-32602), not a result
+            await client.call_tool("no_such_tool", {})
+        assert unknown.value.error.code == INVALID_PARAMS
 
 
 async def test_too_many_filters_or_relations(recorder):

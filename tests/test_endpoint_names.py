@@ -131,7 +131,8 @@ def test_degrees_come_from_the_index_and_match_the_endpoints_own_count(indexed, 
     finally:
         plain.close()
     hit = out.data.entities[0]
-    assert hit.id == counted.id and hit.degree == counted.degree == 5  # team, 4 teammates (labels are hidden)
+    # team, 4 teammates and his alias (labels, shown beside ids, are left out; aliases are listed)
+    assert hit.id == counted.id and hit.degree == counted.degree == 6
 
 
 def test_the_index_is_cached_per_endpoint_and_reused(indexed, football):
@@ -247,11 +248,11 @@ def test_kg_mcp_index_records_a_stores_degrees(tmp_path):
     assert "degrees recorded in" in ok(done) + done.stderr
     with sqlite3.connect(index_path(store)) as connection:
         degrees = dict(connection.execute("SELECT label, degree FROM names"))
-    assert degrees["Lionel_MESSI"] == 5 and degrees["Argentina"] == 5 and degrees["Lucas_BIGLIA"] == 5
+    assert degrees["Lionel_MESSI"] == 6 and degrees["Argentina"] == 5 and degrees["Lucas_BIGLIA"] == 5  # Messi's alias
     backend = open_store(store)
     try:
         hit = find_entities(backend, Settings(), "Messi", 5).data.entities[0]
-        assert (hit.label, hit.degree) == ("Lionel_MESSI", 5)
+        assert (hit.label, hit.degree) == ("Lionel_MESSI", 6)
     finally:
         backend.close()
 
@@ -267,7 +268,7 @@ def test_a_stores_degrees_read_from_its_indexes_are_the_ones_the_query_counts(tm
             entities = sorted({e for (e,) in connection.execute("SELECT entity FROM names")})
         read = dict(store_degrees(backend.store, backend.profile, entities, cap, progress=False))
         assert read == {e: backend._degree(ox.NamedNode(e)) for e in entities}
-        assert max(read.values()) == (2 * cap if cap == 2 else 5)  # the cap bounds each direction
+        assert max(read.values()) == (2 * cap if cap == 2 else 6)  # the cap bounds each direction (Messi: 5 and an alias)
     finally:
         backend.close()
 

@@ -16,6 +16,8 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from kg_mcp.backends import open_store
 from kg_mcp.server import build_server
@@ -78,7 +80,6 @@ async def test_huge_names_and_values_get_short_errors(served):
     huge = "x" * 3_000_000
     async with Client(server) as client:
         for name, arguments in [
-            (huge, {}),  # an unknown tool of 3 MB
             ("get_relations", {"entity": huge}),
             ("find_entities", {"name": huge}),
             ("search", {"entity": HUB, huge: 1}),  # an unknown argument of 3 MB
@@ -88,8 +89,11 @@ async def test_huge_names_and_values_get_short_errors(served):
         ]:
             result = await client.call_tool(name, arguments)
             assert result.is_error and len(_text(result)) < SHORT_ERROR, (name[:20], _text(result)[:200])
-        unknown = await client.call_tool(huge, {})
-        assert _text(unknown).startswith("Unknown tool: 'xxxx") and "(3,000,000 characters)" in _text(unknown)
+        with pytest.raises(MCPError) as unknown:  # an unknown tool of 3 MB: a protocol error, short
+            await client.call_tool(huge, {})
+        message = unknown.value.error.message
+        assert unknown.value.error.code == INVALID_PARAMS and len(message) < SHORT_ERROR
+        assert message.startswith("Unknown tool: 'xxxx") and "(3,000,000 characters)" in message
 
 
 async def test_verify_with_many_long_paths_around_a_hub_is_refused(served):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import anyio
+import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner
 from conftest import _oxigraph_serve, text_kb_as_ntriples
@@ -14,6 +15,7 @@ from mcp import Client
 from kg_mcp.backends import open_endpoint
 from kg_mcp.cli import main
 from kg_mcp.errors import ConfigError
+from kg_mcp.loading import load_sources
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 
@@ -87,9 +89,10 @@ def test_one_graph_chosen_only_it_is_seen(engine_url, sources):
     assert absent.is_error and "not in the KG" in absent.content[0].text
     movies = sources["triples"][MOVIES]
     assert f"| {movies} |" in total.content[0].text  # a count with a subquery
-    # GRAPH ?g sees the chosen graph only; GRAPH <other> reads nothing.
+    # GRAPH ?g sees the chosen graph only; GRAPH <other> is refused, in our words.
     assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text
-    assert not other.is_error and "kg:" not in other.content[0].text
+    assert other.is_error and "is not one of the graphs this server reads" in other.content[0].text
+    assert "kg:" not in other.content[0].text
     assert stats["triples"] == movies  # the kg://stats resource counts the chosen graph
     assert stats["graphs"] == f"the graphs chosen with --graph: {MOVIES}"
     backend.close()
@@ -147,6 +150,29 @@ def test_oxigraph_named_graphs_alone_are_read_without_graph(oxigraph_url, source
     assert backend.stats().triples == sum(sources["triples"].values())
     assert backend.vocab.prefixes.get("kg") == "http://kg-mcp.local/entity/"
     backend.close()
+
+
+def test_a_kg_mcp_store_served_by_oxigraph_reads_its_default_graph(data_dir, tmp_path):
+    # A store made by `kg-mcp load` keeps its bookkeeping in named graphs of its own (META_GRAPH,
+    # and the hub statistics of a store with hubs): served by `oxigraph serve`, those are not data,
+    # so the data in the default graph is what is read.
+    movies = (data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()[:20_000]
+    store = tmp_path / "store"
+    load_sources([text_kb_as_ntriples(movies, tmp_path / "movies.nt")], store, hub_threshold=50)
+    local = ox.Store.read_only(str(store))
+    data_triples = sum(1 for _ in local.quads_for_pattern(None, None, None, ox.DefaultGraph()))
+    del local
+    served = _oxigraph_serve(store, None)
+    url = next(served)
+    try:
+        backend = open_endpoint(url, settings=Settings())
+        assert set(backend.graph_plan.listed) == {"urn:kg-mcp:meta", "urn:kg-mcp:stats"}
+        assert backend.graph_plan.graphs == ()
+        assert backend.stats().triples == data_triples
+        assert backend.resolve_entity("kg:Richard_Brooks")  # in the first line
+        backend.close()
+    finally:
+        served.close()
 
 
 def test_graph_option_and_info_listing(oxigraph_url, sources):

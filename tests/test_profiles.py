@@ -124,3 +124,35 @@ def test_malformed_ids_are_clear_errors(ref):
     with pytest.raises(InvalidInput) as caught:
         Vocabulary(WIKIDATA).parse(ref)
     assert caught.value.message
+
+
+VOCABULARIES_TTL = """
+@prefix ex: <http://example.org/> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> . @prefix dcterms: <http://purl.org/dc/terms/> .
+@prefix foaf: <http://xmlns.com/foaf/0.1/> .
+ex:chiller rdfs:label "Chiller"@en, "Kältemaschine"@de ; skos:altLabel "water chiller"@en ;
+    skos:hiddenLabel "chillr" ; skos:definition "Removes heat from a liquid."@en ;
+    rdfs:comment "A class of the example."@en ; ex:partOf ex:plant .
+ex:manual dcterms:title "Plant Manual" ; dcterms:description "How to run the plant." .
+ex:ada foaf:name "Ada Lovelace" .
+"""
+
+
+def test_generic_profile_reads_the_vocabularies_of_published_rdf(memory_backend):
+    kg = memory_backend(VOCABULARIES_TTL, settings=Settings(prefixes={"ex": "http://example.org/"}))
+    settings = kg.settings
+    found = {e.id: e for e in find_entities(kg, settings, "chillr").data.entities}
+    assert found["ex:chiller"].match == "alias"
+    chiller = found["ex:chiller"]
+    assert (chiller.label, chiller.description) == ("Chiller", "Removes heat from a liquid.")  # skos:definition first
+    for name, entity in (("Plant Manual", "ex:manual"), ("Ada Lovelace", "ex:ada")):
+        hit = find_entities(kg, settings, name).data.entities[0]
+        assert (hit.id, hit.match) == (entity, "exact")
+    assert find_entities(kg, settings, "Plant Manual").data.entities[0].description == "How to run the plant."
+    # the label shown beside the id is left out of listings; aliases and descriptions are listed
+    relations = {r.relation for r in get_relations(kg, settings, "ex:chiller").data.relations}
+    assert {"skos:altLabel", "skos:hiddenLabel", "skos:definition", "rdfs:comment", "ex:partOf"} <= relations
+    assert "rdfs:label" not in relations
+    # and a question about names can always be answered: every label, in every language
+    labels = search(kg, settings, "ex:chiller", "outgoing", ["rdfs:label"]).data.rows
+    assert sorted(r.value.id for r in labels) == ["Chiller", "Kältemaschine"]

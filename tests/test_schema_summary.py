@@ -56,6 +56,7 @@ async def test_metaqa_instructions_name_every_relation_with_its_count(metaqa):
     async with Client(build_server(metaqa)) as client:
         instructions = client.instructions or ""
         schema = json.loads((await client.read_resource("kg://schema")).contents[0].text)
+        stats = json.loads((await client.read_resource("kg://stats")).contents[0].text)
     assert "find_entities" in instructions  # the general guide comes first
     summary = instructions[instructions.index(HEADING):]
     for iri, n in relations.items():
@@ -70,7 +71,11 @@ async def test_metaqa_instructions_name_every_relation_with_its_count(metaqa):
     assert {r["relation"]: r["triples"] for r in schema["top_relations"]} == {
         iri.rsplit("/", 1)[-1]: n for iri, n in relations.items()
     }
-    assert schema["relation_total"] == 9 and schema["hubs"][0]["entity"] == "kg:Drama"
+    # one count of entities and relations: every predicate (rdfs:label too), every named subject
+    assert schema["relation_total"] == stats["relations"] == 10 and schema["hubs"][0]["entity"] == "kg:Drama"
+    assert f"about {stats['entities']:,} entities (named subjects), in 10 relations" in summary
+    assert schema["names"] == [{"relation": "rdfs:label", "triples": len(metaqa.store) - 1 - sum(relations.values())}]
+    assert "`rdfs:label` " in summary and "(shown beside each id)" in summary
 
 
 async def test_wikidata_sample_instructions_stay_within_2000_tokens(wikidata_local):

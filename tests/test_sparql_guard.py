@@ -335,7 +335,7 @@ def test_labels_service_and_prefixed_names_still_pass():
 
 
 def test_constructs_the_writer_does_not_know_are_refused_in_our_words():
-    with pytest.raises(QueryRefused, match="CONSTRUCT queries cannot be run by kg-mcp") as refused:
+    with pytest.raises(QueryRefused, match="CONSTRUCT queries are not allowed") as refused:
         check_read_only("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }", "generic")
     assert "Rewrite it as a SELECT" in refused.value.hint
     with pytest.raises(QueryRefused, match=r"!\(\^p\)"):  # rdflib's parse drops the IRI of such a step

@@ -93,7 +93,8 @@ def _split_row(body: str) -> list[str]:
     cells, current, i = [], [], 0
     while i < len(body):
         if body[i] == "\\" and i + 1 < len(body):
-            current.append(body[i + 1])
+            # a cell writes a line break of its value as \n (and doubles the value's own backslashes)
+            current.append("\n" if body[i + 1] == "n" else body[i + 1])
             i += 2
         elif body.startswith(" | ", i):
             cells.append("".join(current))

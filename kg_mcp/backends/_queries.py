@@ -245,8 +245,29 @@ def count_distinct(var: str) -> str:
 
 
 def count_entities() -> str:
-    return "SELECT (COUNT(DISTINCT ?e) AS ?n) WHERE { { ?e ?p ?o } UNION { ?s ?p ?e FILTER(isIRI(?e)) } }"
+    """The entities a KG is about: its named subjects (what the summary, kg://stats and `kg-mcp info`
+    all count; blank nodes are parts of what they describe, counted apart)."""
+    return "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s ?p ?o FILTER(isIRI(?s)) }"
+
+
+def count_blank_subjects() -> str:
+    return "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { ?s ?p ?o FILTER(isBlank(?s)) }"
 
 
 def ask_predicate(predicate: str) -> str:
     return f"ASK {{ ?s <{ox.NamedNode(predicate).value}> ?o }}"
+
+
+def path_ask(
+    sources: Sequence[ox.NamedNode],
+    first: Sequence[tuple[ox.NamedNode, Direction]],
+    then: Sequence[tuple[ox.NamedNode, Direction]],
+    targets: Sequence[ox.NamedNode],
+) -> str:
+    """Whether one `first` step, then any number of `then` steps, lead from a source to a target."""
+
+    def alternatives(steps) -> str:
+        return "|".join(("^" if d is Direction.INCOMING else "") + str(p) for p, d in steps)
+
+    path = f"({alternatives(first)})" + (f"/({alternatives(then)})*" if then else "")
+    return f"ASK {{ {values('s', sources)} {values('o', targets)} ?s {path} ?o }}"

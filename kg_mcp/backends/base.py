@@ -191,6 +191,22 @@ class Backend(ABC):
     def exists(self, node: ox.NamedNode) -> bool:
         """Whether `node` occurs in any triple."""
 
+    def uses_predicate(self, predicate: ox.NamedNode) -> bool:
+        """Whether any triple has `predicate` (True where the store cannot tell cheaply)."""
+        return True
+
+    def reaches(
+        self,
+        sources: Sequence[ox.NamedNode],
+        first: Sequence[tuple[ox.NamedNode, Direction]],
+        then: Sequence[tuple[ox.NamedNode, Direction]],
+        targets: Sequence[ox.NamedNode],
+    ) -> bool | None:
+        """Whether a path of one `first` step, then any number of `then` steps, leads from a source
+        to a target, asked of the engine as one SPARQL property path; None where the backend leaves
+        it to a bounded walk (a local store) or the engine could not answer."""
+        return None
+
     # --- names ------------------------------------------------------------------------------
     @abstractmethod
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
@@ -205,6 +221,10 @@ class Backend(ABC):
 
     def find_entities(self, name: str, limit: int) -> list[EntityHit]:
         return self.lookup(name, limit).hits
+
+    def labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
+        """The entities whose label is exactly `name`, up to `limit`."""
+        return [h.node for h in self.find_entities(name, limit) if h.match == "exact"]
 
     # --- whole store --------------------------------------------------------------------------
     @abstractmethod

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
+from kg_mcp.backends import graph_access
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Term
 from kg_mcp.errors import KGError
 
@@ -50,7 +51,13 @@ class BlankNodes:
     def __init__(self, reader: Reader, hidden: Callable[[str], bool] | None = None):
         self.reader = reader
         self.hidden = hidden
-        self._reads: dict[ox.BlankNode, BlankRead] = {}
+        # Per graph set (kg_mcp.backends.graph_access): a read through one caller's graphs is never
+        # answered to a caller of others.
+        self._reads_by_graphs: dict[str, dict[ox.BlankNode, BlankRead]] = {}
+
+    @property
+    def _reads(self) -> dict[ox.BlankNode, BlankRead]:
+        return self._reads_by_graphs.setdefault(graph_access.cache_key(), {})
 
     def read(self, nodes: Iterable[ox.BlankNode]) -> dict[ox.BlankNode, BlankRead]:
         nodes = list(dict.fromkeys(nodes))

@@ -25,6 +25,7 @@ from pathlib import Path
 import pyoxigraph as ox
 from tqdm import tqdm
 
+from kg_mcp.backends import graph_access
 from kg_mcp.backends.name_degrees import count_degrees
 from kg_mcp.errors import EndpointError
 from kg_mcp.names.build import (
@@ -272,11 +273,14 @@ class EndpointNames:
     there. A failed build leaves the previous index file as it was.
     """
 
-    def __init__(self, backend, settings):
+    def __init__(self, backend, settings, *, graphs: Sequence[str] | None = None):
+        """`graphs`: the graph set of a --graph-access scope, whose index is built reading those graphs
+        only (None: the server's --graph, or the endpoint as it answers)."""
         self._backend = backend
         self._settings = settings
         self.url = backend.url
-        self.graphs = list(settings.graphs)
+        self._graph_set = list(graphs) if graphs is not None else None
+        self.graphs = list(settings.graphs) if graphs is None else list(graphs)
         self.path = endpoint_index_path(self.url, self.graphs)
         self.current: EndpointIndex | None = None
         self.note = ""  # why there is no index, or how far its build is
@@ -344,6 +348,10 @@ class EndpointNames:
         return self.current
 
     def _build(self) -> None:
+        with graph_access.reading(self._graph_set):  # this thread reads the graphs the index is for
+            self._build_here()
+
+    def _build_here(self) -> None:
         backend, settings, profile = self._backend, self._settings, self._backend.profile
         cap = settings.endpoint_index_max_labels
         try:

@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import httpx2
 
+from kg_mcp.backends import graph_access
 from kg_mcp.backends.engine_answers import refuse_if_too_heavy
 from kg_mcp.errors import EndpointError, InvalidInput
 
@@ -142,8 +143,9 @@ class SparqlHttp:
         where retrying can help (each attempt with a fresh `read`). Whatever `read` leaves unread is
         never fetched: the connection is closed.
 
-        `graphs` replaces the dataset for this query (an empty tuple: the endpoint as it answers)."""
-        graphs = self.graphs if graphs is None else graphs
+        `graphs` replaces the dataset for this query (an empty tuple: the endpoint as it answers);
+        by default it is the calling client's graphs (kg_mcp.backends.graph_access), else the server's."""
+        graphs = graph_access.dataset(self.graphs) if graphs is None else graphs
         deadline = time.monotonic() + self.timeout_s
         backoff = _BACKOFF_START_S
         last_problem = "no attempt was made"

@@ -49,7 +49,9 @@ SYSTEM_GRAPHS = {
     # graph go: data, so they are not here.)
     "http://www.ontotext.com/explicit": "GraphDB",
     "http://www.ontotext.com/implicit": "GraphDB",
-    # kg-mcp's own load-time statistics (kg_mcp.hubs), in a store served by `oxigraph serve`.
+    # kg-mcp's own bookkeeping (kg_mcp.namespaces.META_GRAPH) and load-time statistics
+    # (kg_mcp.hubs), in a store served by `oxigraph serve`.
+    "urn:kg-mcp:meta": "kg-mcp",
     "urn:kg-mcp:stats": "kg-mcp",
 }
 # Virtuoso names these after its host (URIQA DefaultHost): the DAV folder's metadata and the

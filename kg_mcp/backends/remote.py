@@ -15,8 +15,8 @@ import logging
 import pyoxigraph as ox
 
 from kg_mcp import __version__
-from kg_mcp.backends import blank_nodes, text_search
-from kg_mcp.backends._queries import closure_edges, label_pattern_scan
+from kg_mcp.backends import blank_nodes, graph_access, text_search
+from kg_mcp.backends._queries import closure_edges, label_pattern_scan, path_ask
 from kg_mcp.backends._rows import counted_rows
 from kg_mcp.backends.base import Rows
 from kg_mcp.backends.engine_answers import STOPPED_AT_BYTES, Answer, Solutions, read_answer
@@ -66,6 +66,7 @@ class RemoteBackend(SparqlBackend):
             chosen = "mwapi"
         self.text_search: str | None = None if chosen == "auto" else chosen
         self.names = None  # kg_mcp.backends.endpoint_names.EndpointNames, where a name index may be used
+        self._names_by_graphs: dict[str, object] = {}  # the same for each graph set of --graph-access
         # How this engine lets a query name a blank node (kg_mcp.backends.blank_nodes): probed with
         # the first blank node it returns that a tool would show; "" once no way was found.
         self.blank_form: str | None = None
@@ -106,11 +107,13 @@ class RemoteBackend(SparqlBackend):
 
     @property
     def read_graphs(self) -> tuple[str, ...]:
-        return self.graph_plan.graphs
+        # The calling client's graphs under --graph-access (kg_mcp.backends.graph_access), else the server's.
+        return graph_access.dataset(self.graph_plan.graphs)
 
     def close(self) -> None:
-        if self.names is not None:
-            self.names.close()
+        for names in [self.names, *self._names_by_graphs.values()]:
+            if names is not None:
+                names.close()
         self.http.close()
 
     # --- answers (kg_mcp.backends.http_transport, kg_mcp.backends.engine_answers) ---------------
@@ -134,6 +137,14 @@ class RemoteBackend(SparqlBackend):
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
+
+    def reaches(self, sources, first, then, targets) -> bool | None:
+        # One property path in the engine, however deep the hierarchy; a timeout leaves it to the walk.
+        try:
+            return self._boolean(path_ask(sources, first, then, targets))
+        except KGError as e:
+            log.info("property path not answered (%s): walking instead", e.message)
+            return None
 
     def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
         cap_mb = self.settings.sparql_answer_mb
@@ -176,14 +187,27 @@ class RemoteBackend(SparqlBackend):
         raise EndpointError(f"The endpoint {self.url} sent results that are not SPARQL JSON ({problem}).")
 
     # --- what differs on a remote endpoint ------------------------------------------------------
+    def _names_here(self):
+        """The name index of the graphs the caller reads: the server's, or one per graph set."""
+        graphs = graph_access.current()
+        if self.names is None or graphs is None:
+            return self.names
+        key = graph_access.cache_key()
+        if key not in self._names_by_graphs:
+            from kg_mcp.backends.endpoint_names import EndpointNames
+
+            self._names_by_graphs[key] = EndpointNames(self, self.settings, graphs=sorted(graphs))
+        return self._names_by_graphs[key]
+
     def _name_matches(self, name: str, limit: int):
-        names = self.names.current if self.names is not None else None
+        here = self._names_here()
+        names = here.current if here is not None else None
         if names is not None:
             method = f"name index ({names.age_text()} from the endpoint's labels)"
             return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
-        if engine == "labels" and self.names is not None:
-            note = self.names.start()  # in the background: label queries answer until it is built
+        if engine == "labels" and here is not None:
+            note = here.start()  # in the background: label queries answer until it is built
             method, matches = self._engine_matches(engine, name, limit)
             return (f"{method}; {note}" if note else method), matches
         return self._engine_matches(engine, name, limit)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
+from kg_mcp.backends import graph_access
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.base import (
     Backend,
@@ -92,11 +93,21 @@ class SparqlBackend(Backend):
         # The profile's label predicates that this KG uses (fewer predicates, cheaper queries).
         self.label_predicates = tuple(label_predicates or profile.label_predicates)
         self.count_cap = settings.count_cap
-        self._label_cache: dict[Term, str | None] = {}
-        self._identifier_cache: dict[ox.NamedNode, bool] = {}  # property entity → marked as an identifier
+        # What was read is remembered per graph set (kg_mcp.backends.graph_access): a label read
+        # through one caller's graphs is never shown to a caller of other graphs.
+        self._label_caches: dict[str, dict[Term, str | None]] = {}
+        self._identifier_caches: dict[str, dict[ox.NamedNode, bool]] = {}  # property entity → marked as an identifier
         # Answers about blank nodes (kg_mcp.backends.blank_nodes), where this KG can name them in a
         # query; None where it cannot (then no query is ever sent with one).
         self.blanks: BlankNodes | None = None
+
+    @property
+    def _label_cache(self) -> dict[Term, str | None]:
+        return self._label_caches.setdefault(graph_access.cache_key(), {})
+
+    @property
+    def _identifier_cache(self) -> dict[ox.NamedNode, bool]:
+        return self._identifier_caches.setdefault(graph_access.cache_key(), {})
 
     # --- blank nodes -----------------------------------------------------------------------------
     def addresses_blank_nodes(self, example: ox.BlankNode | None = None) -> bool:
@@ -210,6 +221,9 @@ class SparqlBackend(Backend):
     def _nodes_labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
         query = q.exact_label(name, self.label_predicates, self.settings.languages, limit)
         return [s["x"] for s in self._solutions(query) if isinstance(s["x"], ox.NamedNode)]
+
+    def labelled(self, name: str, limit: int) -> list[ox.NamedNode]:
+        return list(dict.fromkeys(self._nodes_labelled(name, limit)))
 
     # --- neighbourhoods --------------------------------------------------------------------------
     def neighbours(
@@ -362,6 +376,9 @@ class SparqlBackend(Backend):
             return self._blanks().exists(node)
         return self._boolean(q.ask_exists(node))
 
+    def uses_predicate(self, predicate: ox.NamedNode) -> bool:
+        return self._boolean(q.ask_predicate(predicate.value))
+
     # --- names -----------------------------------------------------------------------------------
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
         # Predicates are named by their property entity (wdt:P19 by wd:P19).
@@ -386,14 +403,17 @@ class SparqlBackend(Backend):
         named = [n for n in dict.fromkeys(nodes) if isinstance(n, ox.NamedNode)]
         return self._best_literals(named, self.profile.description_predicates)
 
-    def _consider_label(self, best: dict, node: Term, predicate: Term | None, literal: Term | None) -> None:
-        """Keep `literal` as `node`'s label if it ranks better: preferred language, then predicate."""
+    def _consider_label(
+        self, best: dict, node: Term, predicate: Term | None, literal: Term | None, preds: Sequence[str] | None = None
+    ) -> None:
+        """Keep `literal` as `node`'s label (or the literal of `preds`, in their order) if it ranks
+        better: preferred language, then predicate."""
         if not isinstance(literal, ox.Literal) or predicate is None:
             return
         languages = self.settings.languages
         lang = literal.language or ""
         lang_rank = languages.index(lang) if lang in languages else len(languages)
-        preds = self.label_predicates
+        preds = self.label_predicates if preds is None else preds
         rank = (lang_rank, preds.index(predicate.value) if predicate.value in preds else 99)
         if node not in best or rank < best[node][0]:
             best[node] = (rank, literal.value)
@@ -403,7 +423,7 @@ class SparqlBackend(Backend):
         best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
         for chunk in _chunks(nodes):
             for s in self._solutions(q.labels(chunk, predicates, self.settings.languages)):
-                self._consider_label(best, s["x"], s["lp"], s["l"])
+                self._consider_label(best, s["x"], s["lp"], s["l"], predicates)
         missing = [n for n in nodes if n not in best]
         for chunk in _chunks(missing):  # no label in a preferred language: take any language
             for s in self._solutions(q.any_label(chunk, predicates)):

@@ -25,6 +25,18 @@ log = logging.getLogger("kg_mcp")
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--auth-token-env", metavar="VAR", help="Require this bearer token (read from the variable VAR) on HTTP.")
 @click.option("--auth-token-file", type=click.Path(dir_okay=False), help="Require the bearer token kept in this file.")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
+              help="Named tokens for scripts and CI (TOML: [tokens.NAME] with sha256 and scopes); read again when it changes.")
+@click.option("--oauth-issuer", metavar="URL",
+              help="Accept access tokens of this OAuth 2.1 / OpenID issuer (https, or http on loopback); needs --public-url.")
+@click.option("--public-url", metavar="URL",
+              help="The URL clients reach the MCP endpoint at, e.g. https://kg.example.org/mcp: the audience of every access token.")
+@click.option("--oauth-client-id", metavar="ID", help="This server's own client at the issuer, to introspect opaque tokens (RFC 7662).")
+@click.option("--oauth-client-secret-env", metavar="VAR", help="The variable holding that client's secret.")
+@click.option("--graph-access", type=click.Path(dir_okay=False),
+              help="TOML: which named graphs each scope may read ([scopes] \"graph:movies\" = [IRI, ...]).")
+@click.option("--audit-log", type=click.Path(dir_okay=False),
+              help="Append one JSON line per call (who, what, outcome, rows, ms) to this file, rotated past 10 MB.")
 @click.option("--allow-host", "allowed_hosts", multiple=True, help="Extra Host header to accept, e.g. kg.example.org:443.")
 @click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
 @click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
@@ -57,9 +69,10 @@ log = logging.getLogger("kg_mcp")
 @click.option("--otlp-endpoint", metavar="URL", envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
               help="Send OpenTelemetry traces of each call and its queries to this OTLP/HTTP collector "
                    "(needs pip install 'kg-mcp[otel]'; OTEL_EXPORTER_OTLP_ENDPOINT).")
-def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file, allowed_hosts, allowed_origins, rate_limit,
-          trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections, max_connections_per_client, max_sessions, max_sessions_per_client,
-          session_idle_timeout, stateless, redis_url, otlp_endpoint):
+def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file,
+          tokens_file, oauth_issuer, public_url, oauth_client_id, oauth_client_secret_env, graph_access, audit_log, allowed_hosts,
+          allowed_origins, rate_limit, trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections,
+          max_connections_per_client, max_sessions, max_sessions_per_client, session_idle_timeout, stateless, redis_url, otlp_endpoint):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
     Over HTTP every connection, session and request is bounded (docs/security.md, "Security and limits");
@@ -72,17 +85,32 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     100,000), KG_MCP_SEARCH_K and KG_MCP_SEARCH_P (rows of a search, 50 unfiltered and 1,000
     filtered), KG_MCP_EXPLORE_LIMIT (triples per relation of explore_kg, 100).
     """
-    from kg_mcp.serving.auth import read_token
+    from kg_mcp.backends.graph_access import read_graph_access
     from kg_mcp.server import build_server
     from kg_mcp.serving import serve as run_server
+    from kg_mcp.serving.audit import AuditLog
+    from kg_mcp.serving.auth import endpoint_url, read_token, server_auth
 
     token = read_token(env_var=auth_token_env, file=auth_token_file)
-    if token and transport == "stdio":
+    if (token or tokens_file or oauth_issuer) and transport == "stdio":
         raise ConfigError("Auth tokens apply to --transport http or sse; stdio is reached only by its parent process.")
     if rate_limit and transport == "stdio":
         raise ConfigError("--rate-limit applies to --transport http or sse; stdio has one client, its parent process.")
-    if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not token:
-        log.warning("serving on %s without --auth-token-env/--auth-token-file: anyone who can reach it can query", host)
+    access = read_graph_access(graph_access) if graph_access else None
+    if access is not None and not (tokens_file or oauth_issuer):
+        raise ConfigError("--graph-access gives each caller its graphs by the scopes of its token: "
+                          "give --oauth-issuer or --tokens too (over --transport http or sse).")
+    graph_scopes = access.scopes if access is not None else []
+    display_host = f"[{host}]" if ":" in host else host
+    path = "/mcp" if transport == "http" else "/sse"
+    auth = server_auth(
+        token=token, tokens_file=tokens_file, issuer=oauth_issuer, public_url=endpoint_url(public_url, path),
+        client_id=oauth_client_id, client_secret=read_token(env_var=oauth_client_secret_env) if oauth_client_secret_env else None,
+        more_scopes=graph_scopes, leeway_s=_settings(languages, enable_sparql).oauth_leeway_s,
+    )
+    if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not auth:
+        log.warning("serving on %s without --auth-token-env, --tokens or --oauth-issuer: anyone who can reach it can query", host)
+    audit = AuditLog(audit_log) if audit_log else None
     limits = None
     if transport != "stdio":  # checked before the store opens: a bad --trusted-proxy fails at once
         from kg_mcp.serving.limits import HttpLimits
@@ -107,13 +135,11 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     backend = _open(store, sparql_url, wikidata, profile, settings)
     if getattr(backend, "names", None) is not None:
         backend.names.locks = shared  # one replica builds an endpoint's name index at a time
-    display_host = f"[{host}]" if ":" in host else host
-    server = build_server(backend, backend.settings, auth_token=token, public_url=f"http://{display_host}:{port}",
-                          shared=shared)
+    server = build_server(backend, backend.settings, auth=auth, audit=audit, graph_access=access, shared=shared)
     if transport != "stdio":
-        path = "/mcp" if transport == "http" else "/sse"
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
-        click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}" + (" (bearer token required)" if token else ""), err=True)
+        signin = f" (sign in at {oauth_issuer})" if oauth_issuer else " (bearer token required)" if auth else ""
+        click.echo(f"kg-mcp: serving {where} at http://{display_host}:{port}{path}{signin}", err=True)
     try:
         limit = backend.settings.rate_limit if rate_limit is None else rate_limit
         readiness = None
@@ -131,6 +157,8 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
         pass
     finally:
         backend.close()
+        if audit is not None:
+            audit.close()
         shared.close()
         if otlp_endpoint:
             tracing.shutdown()

@@ -25,6 +25,7 @@ from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kg_mcp.observability import metrics
+from kg_mcp.serving.auth_gate import install as install_auth
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.serving.guards import HostOriginGuard, JsonRpcCheck
 from kg_mcp.serving.health import OpsRoutes, Readiness
@@ -135,6 +136,7 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
         def wrap(inner):
             return JsonRpcCheck(inner, limits.max_body_bytes)
 
+    install_auth(app, getattr(server, "serving_auth", None), getattr(server, "audit", None), limits.max_body_bytes)
     for route in app.routes:
         if getattr(route, "path", None) == endpoint:
             # Behind RequireAuthMiddleware when there is a token: unauthenticated bodies are never read.

@@ -77,13 +77,16 @@ _AGGREGATES = {
     "Aggregate_Count": "COUNT", "Aggregate_Sum": "SUM", "Aggregate_Min": "MIN", "Aggregate_Max": "MAX",
     "Aggregate_Avg": "AVG", "Aggregate_Sample": "SAMPLE", "Aggregate_GroupConcat": "GROUP_CONCAT",
 }  # fmt: skip
-# What to call the constructs the writer refuses, and what to write instead.
+# The constructs the writer refuses by name: what is said, and what to write instead.
 _NOT_WRITTEN = {
-    "ConstructQuery": ("CONSTRUCT queries", "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }."),
-    "DescribeQuery": ("DESCRIBE queries", "Rewrite it as a SELECT, e.g. SELECT ?p ?o WHERE { <iri> ?p ?o }."),
-    "InversePath": ("An inverse path inside a negated property set, !(^p)", "List the inverse step with ^ outside the !(...)."),
-    "DistinctPath": ("DISTINCT(path)", "Use SELECT DISTINCT instead."),
-}
+    "ConstructQuery": ("CONSTRUCT queries are not allowed: only SELECT and ASK run.",
+                       "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }."),
+    "DescribeQuery": ("DESCRIBE queries are not allowed: only SELECT and ASK run.",
+                      "Rewrite it as a SELECT, e.g. SELECT ?p ?o WHERE { <iri> ?p ?o }."),
+    "InversePath": ("An inverse step inside a negated property set, !(^p), is not allowed: kg-mcp cannot write it back.",
+                    "List the inverse step with ^ outside the !(...)."),
+    "DistinctPath": ("DISTINCT(path) is not allowed: it is not SPARQL 1.1.", "Use SELECT DISTINCT instead."),
+}  # fmt: skip
 
 
 def field(node: CompValue, key: str, default=None):
@@ -93,8 +96,11 @@ def field(node: CompValue, key: str, default=None):
 
 def _refuse(node) -> QueryRefused:
     name = getattr(node, "name", type(node).__name__)
-    what, hint = _NOT_WRITTEN.get(name, (f"The construct {name}", "Rewrite the query with standard SPARQL 1.1 SELECT syntax."))
-    return QueryRefused(f"{what} cannot be run by kg-mcp.", hint)
+    message, hint = _NOT_WRITTEN.get(name, (
+        f"The construct {name} is not allowed: kg-mcp runs only the SPARQL 1.1 it can write back itself.",
+        "Rewrite the query with standard SPARQL 1.1 SELECT syntax.",
+    ))
+    return QueryRefused(message, hint)
 
 
 class Writer:

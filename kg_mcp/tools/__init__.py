@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from kg_mcp import deadline
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, graph_access
 from kg_mcp.caller import current as current_caller
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics
@@ -39,6 +39,7 @@ from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
 from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
+from kg_mcp.view import VIEW_META
 
 __all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
@@ -175,7 +176,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                     with anyio.CancelScope(shield=True):
                         await anyio.to_thread.run_sync(shared.give_back_place, "long", caller, place)
 
-    @server.tool(name="search", annotations=annotations)
+    @server.tool(name="search", annotations=annotations, meta=VIEW_META)
     async def search_tool(
         entity: Entity = "",
         direction: Annotated[
@@ -208,7 +209,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         heavy = bool(entities) or rows > LIGHT_ROWS
         return await run(search, entity, direction, properties_to_filter_for, limit, entities, lane="long" if heavy else None)
 
-    @server.tool(name="follow", annotations=annotations)
+    @server.tool(name="follow", annotations=annotations, meta=VIEW_META)
     async def follow_tool(
         entity: Entity = "",
         path: Annotated[
@@ -260,12 +261,12 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         """
         return await run(follow, entity, path, entities, paths, limit, exclude_through, exclude, lane="long")
 
-    @server.tool(name="get_relations", annotations=annotations)
+    @server.tool(name="get_relations", annotations=annotations, meta=VIEW_META)
     async def get_relations_tool(entity: Entity) -> CallToolResult:
         """Every relation around an entity with its number of triples: outgoing as rel, incoming as ~rel."""
         return await run(get_relations, entity)
 
-    @server.tool(name="explore_kg", annotations=annotations)
+    @server.tool(name="explore_kg", annotations=annotations, meta=VIEW_META)
     async def explore_kg_tool(
         entity: Entity = "",
         relations: Annotated[
@@ -289,7 +290,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             Field(description="Triples {subject, relation, object} or paths {path: [triples...]}."),
         ],
     ) -> CallToolResult:
-        """Check claimed facts against the KG: supported, conflicting (other values listed), not_found or unknown_entity."""
+        """Check claimed facts against the KG: supported (stated, or entailed through RDFS/OWL, with the chain),
+        conflicting (what the KG says instead), not_found or unknown_entity."""
         return await run(verify, claims, lane="long")
 
     @server.tool(name="find_entities", annotations=annotations)
@@ -309,6 +311,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
     @server.tool(
         name="kgr_search",
         annotations=annotations.model_copy(update={"idempotent_hint": False}),
+        meta=VIEW_META,
     )
     async def kgr_search_tool(
         ctx: Context,
@@ -339,6 +342,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         """
         caller = current_caller().key
         key = traversal_key(session, ctx.headers, caller)
+        if key is not None and (graphs := graph_access.cache_key()):
+            key = f"{key}|graphs:{graphs}"  # a tree holds what one graph set showed: never read through another
         # A proxy's retry of this very request (the answer was lost with a replica) carries the same id.
         request_id = next((v for k, v in (ctx.headers or {}).items() if k.lower() == "x-request-id"), None)
 

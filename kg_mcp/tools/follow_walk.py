@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
+from kg_mcp import progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 
@@ -95,6 +96,7 @@ def walk_steps(
     walk = Walk(reached, aside=dict(aside or {}))
     edge_cap = frontier_cap * EDGES_PER_FRONTIER_ENTITY
     for hop, step in enumerate(steps, 1):
+        progress.step(hop - 1, len(steps), f"hop {hop} of {len(steps)}")
         if time.monotonic() > deadline:
             walk.cut_at_hop, walk.out_of_time = hop, True
             return walk

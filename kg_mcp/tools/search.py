@@ -198,7 +198,9 @@ def _rows_view(
             "total_exact": exact,
         }
     )
-    return ToolOutput(text, data, settings.max_output_chars + settings.max_value_chars if whole else None)
+    # The structured content may grow past the output cap by what the whole values add, no more:
+    # a long listing of short values stays within the cap like any other.
+    return ToolOutput(text, data, settings.max_output_chars + len(tail) if tail else None)
 
 
 def whole_values(values: list, settings: Settings) -> str:

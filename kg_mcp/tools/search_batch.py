@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp import deadline
+from kg_mcp import deadline, progress
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings
@@ -69,8 +69,9 @@ def search_many(
     nodes = _nodes(backend, refs)
     budget = row_limit or settings.search_p
     parts: list[tuple[ox.NamedNode, str, int, list[Neighbour]]] = []  # node, view, total, rows
-    for ref, node in nodes:
+    for done, (ref, node) in enumerate(nodes):
         deadline.check()
+        progress.step(done, len(nodes), "entities searched")
         left = budget - sum(len(p[3]) for p in parts)
         if predicates:
             found = _in_order(backend.neighbours(node, way, predicates, left + 1) if left > 0 else [])
@@ -186,7 +187,8 @@ def explore_many(backend: Backend, settings: Settings, refs: list[str], chosen: 
     nodes = _nodes(backend, refs)
     budget = row_limit or settings.explore_limit * len(nodes)
     walked = []  # (node, predicate, direction, values, total)
-    for _, node in nodes:
+    for done, (_, node) in enumerate(nodes):
+        progress.step(done, len(nodes), "entities explored")
         for predicate, direction in chosen:
             deadline.check()
             left = budget - sum(len(w[3]) for w in walked)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp import deadline
+from kg_mcp import deadline, progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput
@@ -288,8 +288,9 @@ def graph_items(backend: Backend, namer: Namer, node: ox.NamedNode, edges: list[
     graph-aware ranker (labels through `namer`, which learns the new terms)."""
     others = dict.fromkeys(e.value for e in edges if isinstance(e.value, ox.NamedNode) and e.value != node)
     around = {}
-    for c in others:
+    for done, c in enumerate(others):
         deadline.check()
+        progress.step(done, len(others), "neighbours read for ranking")
         around[c] = [(n, way) for way in (Direction.OUTGOING, Direction.INCOMING) for n in backend.neighbours(c, way, None, context_size)]
     namer.add(t for pairs in around.values() for n, _ in pairs for t in (n.predicate, n.value))
 

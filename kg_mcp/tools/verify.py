@@ -1,9 +1,16 @@
 """`verify`: check claimed facts against the KG before trusting an answer.
 
 Each claim is a triple (subject, relation, object; ids or exact labels) or a path of triples.
-A triple is `supported` (the KG has it), `conflicting` (the KG has other values for that subject
-and relation: they are listed), `not_found`, or `unknown_entity`. A path takes the status of its
-first hop that is not supported.
+A triple is `supported` when the KG states it, or when RDFS and OWL entail it from what the KG
+states (subclass and sub-property chains, types through superclasses, equivalent classes,
+owl:sameAs, owl:inverseOf, transitive and symmetric properties; kg_mcp.tools.entailment), the
+chain given as evidence. It is `conflicting` when the KG states something incompatible: a disjoint
+class, a different individual, or another value of a relation that holds one value (a declared
+functional property, or a relation of the data, read closed-world as before). Other values of a
+relation that holds many by nature (another superclass, type or label) leave it `not_found`, with
+those values listed. `unknown_entity` when a name or id is not in the KG. A name that several
+entities have is checked for each and said (`ambiguous`). A path takes the status of its first hop
+that is not supported.
 
 A call is bounded: at most MAX_CLAIMS claims and MAX_TOTAL_HOPS triples in all (each read once),
 the call's deadline checked before every triple, and each verdict keeps at most
@@ -18,12 +25,13 @@ from typing import Literal
 import pyoxigraph as ox
 from pydantic import BaseModel, Field
 
-from kg_mcp import deadline
+from kg_mcp import deadline, progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput, KGError, UnknownEntity, UnknownRelation
 from kg_mcp.ids import check_text
 from kg_mcp.quoting import clipped, quoted
 from kg_mcp.settings import Settings
+from kg_mcp.tools import entailment
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, table
 
 MAX_CLAIMS = 50
@@ -52,12 +60,21 @@ class Evidence(BaseModel):
     object: TermOut
 
 
+class Ambiguity(BaseModel):
+    """A name of the claim that several entities have: each was checked."""
+
+    role: Literal["subject", "object"]
+    name: str
+    ids: list[str]
+
+
 class HopVerdict(BaseModel):
     claim: TripleClaim
     status: Status
     reason: str
     evidence: list[Evidence] = []
     evidence_total: int = 0  # the KG's triples behind the verdict; evidence keeps the first MAX_EVIDENCE
+    ambiguous: list[Ambiguity] = []  # names of the claim that several entities have
 
 
 class ClaimVerdict(BaseModel):
@@ -82,7 +99,8 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
         )
     namer = Namer(backend, settings)
     verdicts = []
-    for claim in claims:
+    for done, claim in enumerate(claims):
+        progress.step(done, len(claims), "claims checked")
         hops = claim.path if isinstance(claim, PathClaim) else [claim]
         checked = []
         for hop in hops:
@@ -98,19 +116,29 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
             md_rows.append((label, f"({c.subject}, {c.relation}, {c.object})", hop.status, hop.reason))
     summary = ", ".join(f"{sum(v.status == s for v in verdicts)} {s}" for s in ("supported", "conflicting", "not_found", "unknown_entity") if any(v.status == s for v in verdicts))
     text = f"verify: {plural(len(verdicts), 'claim')}: {summary}.\n" + table(("claim", "triple", "status", "evidence"), md_rows, settings)
-    return ToolOutput(capped(text, settings, "Verify fewer claims at once."), VerifyResult(claims=verdicts))
+    # A chain the evidence cell cuts (an entailment, a stated conflict) follows the table whole.
+    chains = [(label, reason) for label, _, _, reason in md_rows
+              if len(reason) > settings.max_cell_chars and reason.startswith(("entailed", "the KG states"))]
+    if chains:
+        text += "\n\nWhole evidence of the rows cut above:\n" + "\n".join(f"- {label}: {reason}" for label, reason in chains)
+    return ToolOutput(capped(text, settings, "Verify fewer claims at once.", read_whole=not chains), VerifyResult(claims=verdicts))
 
 
 def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
     echo = _echo(claim, namer.settings.max_cell_chars)
+    ambiguous: list[Ambiguity] = []
 
     def verdict(status: Status, reason: str, evidence=(), total: int = 0) -> HopVerdict:
-        return HopVerdict(claim=echo, status=status, reason=reason, evidence=list(evidence), evidence_total=total)
+        said = "".join(f"; {quoted(a.name)} names {len(a.ids)} entities ({', '.join(a.ids)}), each checked" for a in ambiguous)
+        return HopVerdict(claim=echo, status=status, reason=reason + said, evidence=list(evidence), evidence_total=total,
+                          ambiguous=ambiguous)
 
     try:
         subjects = _entities(backend, claim.subject)
     except UnknownEntity as e:
         return verdict("unknown_entity", f"subject: {e.message}")
+    if len(subjects) > 1:
+        ambiguous.append(Ambiguity(role="subject", name=echo.subject, ids=[namer.id(s) for s in subjects]))
     try:
         predicate, direction = backend.resolve_relation(claim.relation)
     except UnknownRelation as e:
@@ -120,6 +148,9 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
         object_node = backend.vocab.parse(target)
     except KGError:
         object_node = None
+    objects = [object_node] if object_node is not None else _named(backend, target)
+    if len(objects) > 1:
+        ambiguous.append(Ambiguity(role="object", name=echo.object, ids=[namer.id(o) for o in objects]))
     namer.add([predicate])
     relation = namer.id(predicate)
     cap = namer.settings.search_p
@@ -141,6 +172,20 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
                 backend.require(subject, claim.subject)
         except UnknownEntity as e:
             return verdict("unknown_entity", f"subject: {e.message}")
+    # Read forwards, (s, P, o): what RDFS and OWL entail, then what the KG states against it.
+    forward = direction is Direction.OUTGOING
+    starts, ends = (subjects, objects) if forward else (objects, subjects)
+    if starts:
+        found = entailment.entailed(
+            backend, starts, predicate, ends, (lambda v: _same(backend, namer, v, target, object_node)) if forward else _never
+        )
+        if found is not None:
+            return _entailed(namer, found, verdict)
+        stated = entailment.conflict(backend, starts, predicate, ends)
+        if stated is not None:
+            namer.add(_chain_terms(stated.chain))
+            return verdict("conflicting", f"the KG states {stated.reason}: {_chain_text(namer, stated.chain)}",
+                           _chain_evidence(namer, stated.chain), len(stated.chain))
     if seen_values:
         listed_values = seen_values[:MAX_CONFLICTS_SHOWN]
         namer.add(v for _, v in listed_values)
@@ -149,11 +194,58 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
         )
         more = f" and {len(seen_values) - MAX_CONFLICTS_SHOWN} more" if len(seen_values) > MAX_CONFLICTS_SHOWN else ""
         evidence = [_evidence(namer, s, relation, direction, v) for s, v in listed_values[:MAX_EVIDENCE]]
+        if entailment.many_valued(backend, predicate) and not entailment.functional(backend, predicate):
+            # Another superclass, type or label says nothing against this one.
+            reason = (f"neither stated nor entailed; the KG has {_arrow(relation, direction)} = {listed}{more} "
+                      f"({relation} holds several values, so these are no conflict)")
+            return verdict("not_found", reason, evidence, len(seen_values))
         return verdict("conflicting", f"the KG has {relation} = {listed}{more}", evidence, len(seen_values))
     if object_node is not None and not backend.exists(object_node):
         return verdict("unknown_entity", f"object: {quoted(target)} is not in the KG")
     subject_text = ", ".join(namer.heading(s) for s in subjects)
     return verdict("not_found", f"{subject_text} has no {_arrow(relation, direction)} triples")
+
+
+def _never(_value) -> bool:
+    return False
+
+
+def _named(backend: Backend, name: str) -> list[ox.NamedNode]:
+    """The entities whose exact label is `name` (up to 5; none for a literal value)."""
+    try:
+        return backend.labelled(name, 5)
+    except KGError:  # a text no label query takes
+        return []
+
+
+def _entailed(namer: Namer, found: entailment.Entailment, verdict) -> HopVerdict:
+    if found.beyond_walk:
+        return verdict("supported", f"entailed ({found.rule}): the engine's property path reaches it, further than the "
+                                    f"{entailment.MAX_DEPTH} levels or {entailment.MAX_REACHED} nodes a walk shows")
+    namer.add(_chain_terms(found.chain))
+    return verdict("supported", f"entailed ({found.rule}): {_chain_text(namer, found.chain)}",
+                   _chain_evidence(namer, found.chain), len(found.chain))
+
+
+def _chain_terms(chain: list[entailment.Link]) -> list:
+    return [t for link in chain for t in (link.subject, link.predicate, link.object)]
+
+
+def _chain_text(namer: Namer, chain: list[entailment.Link]) -> str:
+    """A chain as it reads: "brick:Chiller → brick:HVAC_Equipment → brick:Equipment (rdfs:subClassOf)"
+    when one relation links it all, else each link with its relation."""
+    if not chain:
+        return ""
+    relations = {link.predicate for link in chain}
+    if len(chain) > 1 and len(relations) == 1 and all(a.object == b.subject for a, b in zip(chain, chain[1:])):
+        nodes = [chain[0].subject, *(link.object for link in chain)]
+        return " → ".join(namer.value_text(n) for n in nodes) + f" ({namer.id(chain[0].predicate)})"
+    return "; ".join(f"{namer.value_text(l.subject)} {namer.id(l.predicate)} {namer.value_text(l.object)}" for l in chain)
+
+
+def _chain_evidence(namer: Namer, chain: list[entailment.Link]) -> list[Evidence]:
+    return [Evidence(subject=namer.out(l.subject), relation=namer.id(l.predicate), object=namer.out(l.object))
+            for l in chain[:MAX_EVIDENCE]]
 
 
 def _echo(claim: TripleClaim, chars: int) -> TripleClaim:

@@ -1,0 +1,134 @@
+"""Which named graphs a caller may read: `--graph-access FILE` maps scopes to graphs, and each call
+reads through the graphs its token's scopes grant.
+
+    [scopes]
+    "graph:movies" = ["http://example.org/graph/metaqa"]
+    "graph:people" = ["http://example.org/graph/people", "http://example.org/graph/places"]
+    "graph:all" = ["*"]          # every graph the server serves
+
+A caller reads the union of what its scopes grant; a caller with none of them reads nothing and is
+told so. The shared token of --auth-token-env, and any token with the scope `kg:all-graphs`, reads
+every graph the server serves, as does every caller of a server without --graph-access.
+
+The graph set travels with the call as a context variable (`reading(graphs)`, set by the server
+for each request): the backends read it where they choose a query's dataset, so no tool changes.
+On an endpoint the set becomes the SPARQL protocol's default-graph-uri / named-graph-uri, as
+--graph does (kg_mcp.backends.named_graphs): the default graph is their merge, and GRAPH patterns
+see those graphs only. Caches that remember what was read (labels, the KG summary, name indexes)
+are kept per graph set.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import tomllib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kg_mcp.errors import ConfigError
+
+ALL = "*"
+ALL_GRAPHS_SCOPE = "kg:all-graphs"
+
+# The graphs of the call being served: None reads what the server serves (no restriction).
+_current: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("kg_mcp_graphs", default=None)
+
+
+@contextmanager
+def reading(graphs: Iterable[str] | None) -> Iterator[None]:
+    """Within the block, every query reads `graphs` only (None: everything the server serves)."""
+    token = _current.set(frozenset(graphs) if graphs is not None else None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current() -> frozenset[str] | None:
+    """The graphs the call being served may read (None: no restriction)."""
+    return _current.get()
+
+
+def dataset(served: tuple[str, ...]) -> tuple[str, ...]:
+    """The dataset of a query: the caller's graphs when restricted, else the server's own choice.
+
+    >>> dataset(("http://a",)) == ("http://a",)
+    True
+    >>> with reading(["http://b", "http://a"]):
+    ...     dataset(())
+    ('http://a', 'http://b')
+    """
+    graphs = _current.get()
+    return served if graphs is None else tuple(sorted(graphs))
+
+
+def cache_key() -> str:
+    """A short key of the current graph set, for caches that must not mix graph sets ('' unrestricted)."""
+    graphs = _current.get()
+    if graphs is None:
+        return ""
+    return hashlib.sha256("\n".join(sorted(graphs)).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class GraphAccess:
+    """The scopes of a --graph-access file and the graphs each grants (ALL: every graph served)."""
+
+    grants: dict[str, tuple[str, ...]]
+
+    @property
+    def scopes(self) -> list[str]:
+        return list(self.grants)
+
+    def graphs_for(self, scopes: Iterable[str], served: Iterable[str] = ()) -> frozenset[str] | None:
+        """The graphs `scopes` may read: None for all the server serves, else a set (maybe empty).
+
+        >>> access = GraphAccess({"graph:movies": ("http://m",), "graph:all": (ALL,)})
+        >>> sorted(access.graphs_for(["kg:read", "graph:movies"])), access.graphs_for(["graph:all"])
+        (['http://m'], None)
+        >>> access.graphs_for(["kg:read"])
+        frozenset()
+        """
+        held = set(scopes)
+        if ALL_GRAPHS_SCOPE in held:
+            return None
+        granted: set[str] = set()
+        for scope in held & set(self.grants):
+            if ALL in self.grants[scope]:
+                return None
+            granted.update(self.grants[scope])
+        served = set(served)
+        return frozenset(granted & served if served else granted)
+
+
+def read_graph_access(path: str | Path) -> GraphAccess:
+    """The --graph-access file at `path`, or a ConfigError saying what to fix."""
+    from kg_mcp.settings import graph_iri_problem
+
+    path = Path(path)
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"Cannot read the graph-access file {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"The graph-access file {path} is not valid TOML: {e}") from None
+    if set(document) != {"scopes"} or not isinstance(document["scopes"], dict) or not document["scopes"]:
+        raise ConfigError(
+            f'The graph-access file {path} holds one table, [scopes], mapping each scope to its graphs: '
+            f'"graph:movies" = ["http://example.org/graph/movies"].'
+        )
+    grants = {}
+    for scope, graphs in document["scopes"].items():
+        where = f'The graph-access file {path}, "{scope}"'
+        if not scope or any(c.isspace() for c in scope) or scope in ("kg:read", "kg:sparql", ALL_GRAPHS_SCOPE):
+            raise ConfigError(f"{where}: a graph scope is one word, other than kg:read, kg:sparql and {ALL_GRAPHS_SCOPE}.")
+        if not isinstance(graphs, list) or not graphs or not all(isinstance(g, str) for g in graphs):
+            raise ConfigError(f'{where}: give a list of graph IRIs, or ["*"] for every graph.')
+        for graph in graphs:
+            if graph != ALL and (problem := graph_iri_problem(graph)) is not None:
+                raise ConfigError(f"{where}: {problem}")
+        grants[scope] = tuple(graphs)
+    return GraphAccess(grants)

@@ -1,0 +1,198 @@
+"""Each caller reads only the named graphs its scopes grant (`--graph-access`), on one endpoint:
+`oxigraph serve` holding two graphs (Wikidata-shaped art from the demo KG, MetaQA's films), a real
+`kg-mcp serve --sparql` with named tokens and a real OpenID provider (tests/oidc.py), and the SDK's
+client for each caller. Nothing of the other graph reaches a caller through any tool, resource, the
+instructions or `sparql`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import httpx2
+import pyoxigraph as ox
+import pytest
+from mcp import Client
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import _oxigraph_serve, free_port, text_kb_as_ntriples, wait_for_http
+from oidc import Memory, Provider, signing_key
+from kg_mcp.backends.graph_access import read_graph_access
+from kg_mcp.demo import demo_path
+from kg_mcp.errors import ConfigError
+from kg_mcp.serving.tokens import new_token
+
+SECRET = "client-secret-" + "x" * 24
+ALL_SCOPES = "kg:read kg:sparql graph:art graph:films"
+
+ART = "http://example.org/graph/art"
+FILMS = "http://example.org/graph/films"
+FILM_LINES = 60  # MetaQA's lines about "Catch Me If You Can" and around it
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory, data_dir):
+    work = tmp_path_factory.mktemp("graph-access")
+    art = work / "art.nt"
+    store = ox.Store()
+    store.load(path=str(demo_path()), format=ox.RdfFormat.TURTLE)
+    store.dump(str(art), format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph())
+    lines = (data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Catch Me If You Can|"))
+    films = text_kb_as_ntriples(lines[start - 20 : start - 20 + FILM_LINES], work / "films.nt")
+    serving = _oxigraph_serve(work / "oxigraph", None, named={ART: art, FILMS: films})
+    yield work, next(serving)
+    serving.close()
+
+
+def machine(client_id: str, scope: str) -> dict:
+    return {"client_id": client_id, "client_secret": SECRET, "grant_types": ["client_credentials"],
+            "redirect_uris": [], "response_types": [], "scope": ALL_SCOPES}
+
+
+@pytest.fixture(scope="module")
+def team(endpoint):
+    work, url = endpoint
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    grants = {"art-ci": "kg:read graph:art", "films-ci": "kg:read graph:films"}
+    provider = Provider(work, {
+        "keys": [signing_key()],
+        "clients": [machine(name, scope) for name, scope in grants.items()],
+        "scope_by_client": grants,
+        "users": {},
+        "resources": {resource: {"scope": ALL_SCOPES}},
+    })
+    provider.start()
+    tokens = {
+        "alice": new_token("alice", ["kg:read", "kg:sparql", "graph:art"]),
+        "bob": new_token("bob", ["kg:read", "kg:sparql", "graph:films"]),
+        "carol": new_token("carol", ["kg:read"]),
+    }
+    (work / "tokens.toml").write_text("\n".join(table for _, table in tokens.values()))
+    (work / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
+    command = [sys.executable, "-m", "kg_mcp", "serve", "--sparql", url, "--transport", "http", "--port", str(port),
+               "--enable-sparql", "--tokens", str(work / "tokens.toml"), "--graph-access", str(work / "access.toml"),
+               "--audit-log", str(work / "audit.jsonl"), "--oauth-issuer", provider.issuer, "--public-url", resource]
+    log = open(work / "server.log", "w")
+    env = {**os.environ, "KG_MCP_CACHE": str(work / "cache")}
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
+        yield {"url": resource, "tokens": {n: t for n, (t, _) in tokens.items()}, "audit": work / "audit.jsonl",
+               "issuer": provider.issuer}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+        provider.stop()
+
+
+async def session_of(team, name: str) -> dict:
+    """What one caller gets: instructions, lookups, every tool on the other graph's entities, resources, sparql."""
+    seen: dict = {}
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens'][name]}"}, timeout=60) as http:
+        async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+            seen["instructions"] = client.instructions or ""
+            for label in ("Vincent van Gogh", "Catch Me If You Can"):
+                found = await client.call_tool("find_entities", {"name": label})
+                seen[label] = [] if found.is_error else [e["id"] for e in found.structured_content["entities"]]
+            seen["schema"] = (await client.read_resource("kg://schema")).contents[0].text
+            seen["stats"] = json.loads((await client.read_resource("kg://stats")).contents[0].text)
+            queries = {
+                "graphs": "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }",
+                "labels": 'SELECT ?s WHERE { ?s ?p ?o FILTER(STR(?o) = "Vincent van Gogh") }',
+                "films": 'SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } FILTER(CONTAINS(STR(?o), "Spielberg")) }',
+            }
+            for key, query in queries.items():
+                result = await client.call_tool("sparql", {"query": query})
+                seen[key] = json.dumps(result.structured_content) if not result.is_error else "refused"
+            from_named = await client.call_tool("sparql", {"query": f"SELECT * FROM NAMED <{FILMS}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}"})
+            seen["from named refused"] = from_named.is_error
+            seen["tool calls"] = {}
+            for tool, arguments in {
+                "search": {"entity": "wd:Q5582"},
+                "get_relations": {"entity": "wd:Q5582"},
+                "explore_kg": {"entity": "wd:Q5582", "relations": ["wdt:P19"]},
+                "follow": {"entity": "wd:Q5582", "path": ["wdt:P19"]},
+            }.items():
+                result = await client.call_tool(tool, arguments)
+                seen["tool calls"][tool] = result.content[0].text
+            # A traversal named the same by both: each continues its own, never the other's tree.
+            question = {"question": "Where was Vincent van Gogh born?", "session": "team-q1"}
+            if name == "alice":  # two steps down from van Gogh: a tree to climb back up
+                await client.call_tool("kgr_search", {**question, "entity": "wd:Q5582"})
+                await client.call_tool("kgr_search", {**question, "entity": "wd:Q9883"})
+            back = await client.call_tool("kgr_search", {"backtrack": True, "session": "team-q1"})
+            seen["tool calls"]["kgr_search"] = back.content[0].text
+    return seen
+
+
+async def test_each_caller_reads_only_its_graphs(team):
+    alice = await session_of(team, "alice")
+    bob = await session_of(team, "bob")
+
+    assert alice["Vincent van Gogh"] and not alice["Catch Me If You Can"]
+    assert bob["Catch Me If You Can"] and not bob["Vincent van Gogh"]
+    assert "directed_by" in bob["instructions"] and "directed_by" not in alice["instructions"]
+    assert "directed_by" in bob["schema"] and "directed_by" not in alice["schema"]
+    assert alice["stats"]["triples"] != bob["stats"]["triples"]
+    assert ART in alice["graphs"] and FILMS not in alice["graphs"]
+    assert FILMS in bob["graphs"] and ART not in bob["graphs"]
+    assert "Q5582" in alice["labels"] and "Q5582" not in bob["labels"]
+    assert "Spielberg" not in alice["films"] and "rows" in alice["films"]
+    assert alice["from named refused"] and bob["from named refused"]
+    for tool, text in bob["tool calls"].items():  # van Gogh (wd:Q5582) is in the art graph only
+        assert "Zundert" not in text, tool
+    # Bob never named an art entity: a traversal of the same name is his own, not alice's tree.
+    assert "wd:Q" not in bob["tool calls"]["kgr_search"]
+    assert "Zundert" in alice["tool calls"]["follow"] and "Q5582" in alice["tool calls"]["kgr_search"]
+
+    lines = [json.loads(line) for line in team["audit"].read_text().splitlines()]
+    by_subject = {(line["subject"], tuple(line["graphs"] or ())) for line in lines if line["kind"] == "tool"}
+    assert ("alice", (ART,)) in by_subject and ("bob", (FILMS,)) in by_subject
+
+
+async def test_two_machines_signed_in_by_oauth_each_read_their_graph(team):
+    """The 'done when': two callers of one server, signed in by the SDK's OAuth client with client
+    credentials, each see only their graph, and the audit log names each call's subject."""
+    metadata = httpx2.get(team["url"].replace("/mcp", "/.well-known/oauth-protected-resource/mcp"), timeout=60).json()
+    assert {"kg:read", "kg:sparql", "graph:art", "graph:films"} <= set(metadata["scopes_supported"])
+    seen = {}
+    for name in ("art-ci", "films-ci"):
+        auth = ClientCredentialsOAuthProvider(team["url"], Memory(), name, SECRET, issuer=team["issuer"])
+        async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
+            async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+                found = {}
+                for label in ("Vincent van Gogh", "Catch Me If You Can"):
+                    result = await client.call_tool("find_entities", {"name": label})
+                    found[label] = bool(result.structured_content["entities"])
+                seen[name] = (found, client.instructions or "")
+    assert seen["art-ci"][0] == {"Vincent van Gogh": True, "Catch Me If You Can": False}
+    assert seen["films-ci"][0] == {"Vincent van Gogh": False, "Catch Me If You Can": True}
+    assert "directed_by" in seen["films-ci"][1] and "directed_by" not in seen["art-ci"][1]
+    lines = [json.loads(line) for line in team["audit"].read_text().splitlines()]
+    calls = {(line["subject"], tuple(line["graphs"] or ())) for line in lines if line["name"] == "find_entities"}
+    assert ("art-ci", (ART,)) in calls and ("films-ci", (FILMS,)) in calls
+
+
+async def test_a_caller_granted_no_graph_is_told_so(team):
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens']['carol']}"}, timeout=60) as http:
+        async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+            assert "grants no graph" in (client.instructions or "")
+            result = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
+            assert result.is_error and "graph:art" in result.content[0].text
+
+
+def test_a_bad_graph_access_file_is_refused_in_our_words(tmp_path):
+    path = tmp_path / "access.toml"
+    path.write_text('[scopes]\n"graph:art" = ["not an iri"]\n')
+    with pytest.raises(ConfigError, match="not a graph IRI"):
+        read_graph_access(path)
+    path.write_text('[scopes]\n"kg:read" = ["http://example.org/g"]\n')
+    with pytest.raises(ConfigError, match="other than kg:read"):
+        read_graph_access(path)

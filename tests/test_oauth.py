@@ -1,0 +1,296 @@
+"""kg-mcp as an OAuth 2.1 resource server, against a real OpenID provider (npm oidc-provider) on
+loopback and a real `kg-mcp serve --oauth-issuer` subprocess, with the MCP SDK's own OAuth client.
+
+The provider issues RFC 9068 JWT access tokens bound to the resource indicator; the server finds
+its keys through its discovery document. Covered: discovery from the 401 (Protected Resource
+Metadata), authorization code with PKCE signed in through the provider's forms, client credentials,
+opaque tokens by introspection, the 403 scope challenge, and the tokens that must be refused
+(another audience, expired, tampered, alg none, an HMAC made with the public key, an unknown key id),
+then a key rotation.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+from conftest import free_port, wait_for_http
+from oidc import Memory, Provider, sign_in, signing_key
+from kg_mcp.serving.oauth import REFETCH_S
+
+SECRET = "client-secret-" + "x" * 24
+SERVER_SECRET = "kg-mcp-introspects-" + "y" * 20
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+ALL_SCOPES = "kg:read kg:sparql"
+# What each machine client may have of kg-mcp (the provider's per-client grants for the resource).
+MACHINES = {"reader-ci": "kg:read", "sparql-ci": ALL_SCOPES, "noread-ci": "kg:sparql", "short-ci": "kg:read",
+            "opaque-ci": "kg:read", "kg-mcp": "kg:read"}
+
+
+def machine(client_id: str) -> dict:
+    return {
+        "client_id": client_id,
+        "client_secret": SERVER_SECRET if client_id == "kg-mcp" else SECRET,
+        "grant_types": ["client_credentials"],
+        "redirect_uris": [],
+        "response_types": [],
+        "scope": ALL_SCOPES,  # a client may ask for every scope kg-mcp lists, and gets its share
+    }
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    """The provider and a kg-mcp server (the demo KG, sparql on) that accepts its tokens."""
+    work = tmp_path_factory.mktemp("oauth")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    resource = f"{base}/mcp"
+    provider = Provider(
+        work,
+        {
+            "keys": [signing_key()],
+            "clients": [machine(name) for name in MACHINES],  # "kg-mcp": the server's own, to introspect
+            "scope_by_client": MACHINES,
+            "users": {
+                "alice": {"password": "alice-pw", "scopes": ["kg:read", "kg:sparql"]},
+                "bob": {"password": "bob-pw", "scopes": ["kg:read"]},
+            },
+            "resources": {
+                resource: {"scope": ALL_SCOPES},
+                f"{base}/other": {"scope": ALL_SCOPES},
+            },
+            "opaque_clients": ["opaque-ci"],
+            "ttl_by_client": {"short-ci": 1},
+        },
+    )
+    provider.start()
+    audit = work / "audit.jsonl"
+    env = {**os.environ, "KGSECRET": SERVER_SECRET, "KG_MCP_OAUTH_LEEWAY_S": "0"}
+    command = [
+        "serve", "--transport", "http", "--port", str(port), "--enable-sparql",
+        "--oauth-issuer", provider.issuer, "--public-url", resource,
+        "--oauth-client-id", "kg-mcp", "--oauth-client-secret-env", "KGSECRET", "--audit-log", str(audit),
+    ]
+    log = open(work / "server.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "kg_mcp", *command], env=env, stdout=log, stderr=log)
+    try:
+        wait_for_http(base + "/", timeout=60)
+        yield {"provider": provider, "base": base, "resource": resource, "audit": audit, "log": work / "server.log"}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+        provider.stop()
+
+
+def initialize(team, token: str | None) -> httpx2.Response:
+    headers = dict(MCP_HEADERS)
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx2.post(team["resource"], json=INITIALIZE, headers=headers, timeout=60)
+
+
+def challenge(response: httpx2.Response) -> dict[str, str]:
+    """The parameters of a `WWW-Authenticate: Bearer ...` header."""
+    value = response.headers["www-authenticate"]
+    assert value.startswith("Bearer ")
+    params = {}
+    for part in value[len("Bearer "):].split(", "):
+        name, _, quoted = part.partition("=")
+        params[name] = quoted.strip('"')
+    return params
+
+
+def audit_lines(team) -> list[dict]:
+    return [json.loads(line) for line in team["audit"].read_text().splitlines()]
+
+
+def test_discovery_starts_from_the_401(team):
+    """No token: 401 pointing at the metadata, no error code; the metadata names the issuer and scopes."""
+    response = initialize(team, None)
+    assert response.status_code == 401
+    params = challenge(response)
+    assert "error" not in params
+    metadata_url = params["resource_metadata"]
+    assert metadata_url == team["base"] + "/.well-known/oauth-protected-resource/mcp"
+    metadata = httpx2.get(metadata_url, timeout=60).json()
+    assert metadata["resource"] == team["resource"]
+    assert [s.rstrip("/") for s in metadata["authorization_servers"]] == [team["provider"].issuer]
+    assert {"kg:read", "kg:sparql"} <= set(metadata["scopes_supported"])
+
+    sent = initialize(team, "not-a-token-at-all")
+    assert sent.status_code == 401
+    assert challenge(sent)["error"] == "invalid_token"
+    assert challenge(sent)["resource_metadata"] == metadata_url
+    outcomes = [line["outcome"] for line in audit_lines(team) if line["kind"] == "http"]
+    assert outcomes.count("401") >= 2
+
+
+async def test_sdk_client_signs_in_with_authorization_code_and_pkce(team):
+    """The SDK's OAuth client from nothing but the URL: discovery, registration, PKCE, sign-in, calls."""
+    signed_in: dict = {}
+
+    async def redirect(url: str) -> None:
+        query = parse_qs(urlsplit(url).query)
+        assert query["code_challenge_method"] == ["S256"] and query["resource"] == [team["resource"]]
+        signed_in["redirect"], signed_in["code"], signed_in["state"] = await sign_in(url, "alice", "alice-pw")
+        signed_in["iss"] = parse_qs(urlsplit(signed_in["redirect"]).query).get("iss", [None])[0]
+
+    async def callback() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=signed_in["code"], state=signed_in["state"], iss=signed_in["iss"])
+
+    storage = Memory()
+    auth = OAuthClientProvider(
+        team["resource"],
+        OAuthClientMetadata(redirect_uris=["http://127.0.0.1:1/callback"], client_name="pytest", grant_types=["authorization_code"]),
+        storage,
+        redirect_handler=redirect,
+        callback_handler=callback,
+    )
+    async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
+        async with Client(streamable_http_client(team["resource"], http_client=http)) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"search", "find_entities", "sparql"} <= tools  # alice holds kg:sparql
+            found = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
+            assert not found.is_error and found.structured_content["entities"]
+            rows = await client.call_tool("sparql", {"query": "SELECT ?s WHERE { ?s ?p ?o } LIMIT 2"})
+            assert not rows.is_error, rows.content
+    claims = jwt.decode(storage.tokens.access_token, options={"verify_signature": False})
+    assert claims["sub"] == "alice" and claims["aud"] == team["resource"]
+    assert set(claims["scope"].split()) == {"kg:read", "kg:sparql"}
+    calls = [line for line in audit_lines(team) if line["subject"] == "alice"]
+    assert {("find_entities", "ok"), ("sparql", "ok")} <= {(line["name"], line["outcome"]) for line in calls}
+    assert all(line["client_id"] == storage.client.client_id for line in calls)
+
+
+async def test_machine_signs_in_with_client_credentials(team):
+    """A script with client credentials; without kg:sparql the sparql tool is neither listed nor run."""
+    auth = ClientCredentialsOAuthProvider(
+        team["resource"], Memory(), "reader-ci", SECRET, scope="kg:read", issuer=team["provider"].issuer
+    )
+    async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
+        async with Client(streamable_http_client(team["resource"], http_client=http)) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            assert "search" in tools and "sparql" not in tools
+            found = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
+            assert not found.is_error
+    token = team["provider"].client_credentials("reader-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    session = initialize(team, token)
+    assert session.status_code == 200
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sparql", "arguments": {"query": "ASK {}"}}}
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session.headers["mcp-session-id"]}
+    refused = httpx2.post(team["resource"], json=call, headers=headers, timeout=60)
+    assert refused.status_code == 403
+    params = challenge(refused)
+    assert params["error"] == "insufficient_scope" and params["scope"] == "kg:read kg:sparql"
+    assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
+    lines = [line for line in audit_lines(team) if line["subject"] == "reader-ci"]
+    assert ("find_entities", "ok") in {(line["name"], line["outcome"]) for line in lines}
+    assert "403" in {line["outcome"] for line in lines}
+
+
+def test_a_token_without_kg_read_gets_403(team):
+    token = team["provider"].client_credentials("noread-ci", SECRET, team["resource"], "kg:sparql")["access_token"]
+    response = initialize(team, token)
+    assert response.status_code == 403
+    assert challenge(response)["error"] == "insufficient_scope" and challenge(response)["scope"] == "kg:read"
+
+
+def test_opaque_tokens_are_introspected(team):
+    token = team["provider"].client_credentials("opaque-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    assert token.count(".") == 0
+    assert initialize(team, token).status_code == 200
+    assert initialize(team, token[:-2] + "xx").status_code == 401
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def test_tokens_that_must_be_refused(team):
+    provider = team["provider"]
+    good = provider.client_credentials("sparql-ci", SECRET, team["resource"], "kg:read kg:sparql")["access_token"]
+    assert initialize(team, good).status_code == 200
+    header, payload, signature = good.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+
+    other = provider.client_credentials("sparql-ci", SECRET, team["base"] + "/other", "kg:read")["access_token"]
+    tampered = ".".join([header, b64(json.dumps({**claims, "sub": "admin"}).encode()), signature])
+    unsigned = ".".join([b64(b'{"alg":"none","typ":"at+jwt"}'), payload, ""])
+    forger = signing_key()
+    forged = jwt.encode(claims, jwt.PyJWK(forger).key, algorithm="ES256", headers={"kid": forger["kid"], "typ": "at+jwt"})
+    public = jwt.PyJWK(provider.config["keys"][0]).key.public_key()
+    pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    # The old confusion attack: an HMAC keyed with the issuer's public key, which anyone has.
+    hmac_header = b64(json.dumps({"alg": "HS256", "typ": "at+jwt", "kid": provider.config["keys"][0]["kid"]}).encode())
+    signing_input = f"{hmac_header}.{payload}".encode()
+    confused = f"{hmac_header}.{payload}.{b64(hmac.new(pem, signing_input, hashlib.sha256).digest())}"
+    short = provider.client_credentials("short-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    assert initialize(team, short).status_code == 200
+    time.sleep(2.1)  # its one-second life is over (the server allows no leeway here)
+
+    for name, token in {
+        "another audience": other,
+        "tampered": tampered,
+        "alg none": unsigned,
+        "unknown key": forged,
+        "HMAC with the public key": confused,
+        "expired": short,
+    }.items():
+        response = initialize(team, token)
+        assert response.status_code == 401, name
+        assert challenge(response)["error"] == "invalid_token", name
+    log = team["log"].read_text()
+    assert good not in log and forged not in log  # no token is ever logged
+
+
+def test_a_rotated_key_is_fetched_on_its_first_token(team):
+    """The provider starts signing with a new key: the server, holding the old key set, fetches it
+    again on the first token naming the new key. Last in the file: it restarts the provider."""
+    provider = team["provider"]
+    old = provider.config["keys"]
+    new = signing_key()
+    assert initialize(team, provider.client_credentials("reader-ci", SECRET, team["resource"], "kg:read")["access_token"]).status_code == 200
+    provider.restart(keys=[new, *old])  # the first key signs
+    token = provider.client_credentials("reader-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    assert jwt.get_unverified_header(token)["kid"] == new["kid"]
+    time.sleep(REFETCH_S)  # key sets are fetched again at most this often
+    assert initialize(team, token).status_code == 200
+
+
+def test_an_issuer_must_be_https_unless_on_loopback():
+    from click.testing import CliRunner
+
+    from kg_mcp.cli import main
+
+    args = ["serve", "--transport", "http", "--public-url", "https://kg.example.org/mcp", "--oauth-issuer"]
+    refused = CliRunner().invoke(main, [*args, "http://login.example.org"])
+    assert refused.exit_code != 0 and "must be reached over https" in refused.output
+    missing = CliRunner().invoke(main, ["serve", "--transport", "http", "--oauth-issuer", "https://login.example.org"])
+    assert missing.exit_code != 0 and "needs --public-url" in missing.output
