@@ -16,7 +16,7 @@ of 15 KB literals), endpoint_threads (45 slow endpoint sparql calls at once), wo
 4 sessions of endless local queries), traversal (130 fresh kgr_search session names), nonreading
 (connections that never read their response), addresses (16 addresses x 64 sessions), bodies (4 MB
 calls of unknown keys, an 80k-ping batch, 1.3M empty claims), parse (16 clients of a parse-heavy
-query), stats (kg://stats read in a loop), literal (a 168 MB literal built in a query worker).
+query), stats (kg://stats read in a loop), literal (an 84 MB literal built in a query worker).
 Bounded in time and count, loopback only; every server, worker and socket is stopped at the end.
 """
 
@@ -49,7 +49,7 @@ SIZES = {
         "slow_s": 10.0,
         "servers": 2,
         "rss_rows": 5_000,
-        "nonreading_per_client": 40,
+        "nonreading_per_client": 10,
     },
     "full": {
         "light": 60,
@@ -63,7 +63,7 @@ SIZES = {
         "slow_s": 20.0,
         "servers": 5,
         "rss_rows": 20_000,
-        "nonreading_per_client": 40,
+        "nonreading_per_client": 10,
     },
 }
 

@@ -288,12 +288,14 @@ async def stats(store: Path, work: Path, size: dict) -> list[Row]:
 
 
 def _doubled_literal(doublings: int) -> str:
-    binds = ['BIND("abcdefghij" AS ?a0)'] + [f"BIND(CONCAT(?a{i}, ?a{i}) AS ?a{i + 1})" for i in range(doublings)]
+    """A query whose one value is 10 x 2^doublings characters, doubled by REPLACE ("a" -> "aa"): the
+    checked query's writer spells CONCAT as `CONCAT (`, which Oxigraph 0.5.13 does not parse."""
+    binds = ['BIND("aaaaaaaaaa" AS ?a0)'] + [f'BIND(REPLACE(?a{i}, "a", "aa") AS ?a{i + 1})' for i in range(doublings)]
     return f"SELECT ?a{doublings} WHERE {{ {' '.join(binds)} }}"
 
 
 async def literal(store: Path, work: Path, size: dict) -> list[Row]:
-    """Repro 10: a query that builds a 168 MB literal in its worker: what the server keeps."""
+    """Repro 10: a query that builds an 84 MB literal in its worker: what the server keeps."""
     with Served(store, work) as server:
         async with httpx2.AsyncClient(timeout=300) as http:
             session = RawSession(http, server.url)
@@ -301,8 +303,8 @@ async def literal(store: Path, work: Path, size: dict) -> list[Row]:
             await session.call("sparql", {"query": "ASK { ?s ?p ?o }"})  # workers up
             rss = server.rss_mb()
             with Sampler(server.rss_mb, 0.1) as peak:
-                text = result_text(await session.call("sparql", {"query": _doubled_literal(24)}))
+                text = result_text(await session.call("sparql", {"query": _doubled_literal(23)}))
             await asyncio.sleep(3)
             rss_after = server.rss_mb()
     note = f"answer {text[:60]!r}...; server RSS {rss:.0f} MB before, peak {peak.peak:.0f} MB; {load()}"
-    return [Row("literal 168 MB in a worker: server RSS after", rss_after, rss, "MB", "<= 1.5", note)]
+    return [Row("literal 84 MB in a worker: server RSS after", rss_after, rss, "MB", "<= 1.5", note)]

@@ -126,9 +126,11 @@ class Settings(BaseSettings):
         description="other calls on threads (every call on an endpoint, name lookups) run at once, a quarter at most one caller's",
     )
     queued_calls_per_caller: int = Field(
-        8, ge=0, le=1000, description="calls of one caller waiting for a turn in each lane; more are refused as busy"
+        32, ge=0, le=1000,
+        description="calls of one caller waiting for a turn in each lane (a team behind one address: one call each); "
+        "more are refused as busy",
     )
-    queued_calls: int = Field(128, ge=0, le=100_000, description="calls waiting for a turn in each lane, all callers together")
+    queued_calls: int = Field(256, ge=0, le=100_000, description="calls waiting for a turn in each lane, all callers together")
     # The HTTP transports' bounds (kg_mcp.serving.limits explains the defaults).
     header_timeout_s: float = Field(10.0, gt=0, description="HTTP: a connection that has not sent a whole request head by then is closed")
     body_timeout_s: float = Field(30.0, gt=0, description="HTTP: a request body that has not arrived by then closes its connection")

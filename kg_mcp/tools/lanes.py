@@ -32,8 +32,8 @@ from kg_mcp.caller import LOCAL
 
 T = TypeVar("T")
 
-QUEUE_PER_CALLER = 8
-QUEUE_TOTAL = 128
+QUEUE_PER_CALLER = 32  # a team behind one address (one caller without sign-in), each member one call
+QUEUE_TOTAL = 256
 
 
 class Busy(Exception):
