@@ -18,7 +18,9 @@ from collections.abc import Iterable, Iterator
 
 import pyoxigraph as ox
 
-STATS_GRAPH = ox.NamedNode("urn:kg-mcp:stats")
+from kg_mcp import namespaces
+
+STATS_GRAPH = ox.NamedNode(namespaces.STATS_GRAPH)
 OUT_DEGREE = ox.NamedNode("urn:kg-mcp:out-degree")
 IN_DEGREE = ox.NamedNode("urn:kg-mcp:in-degree")
 DEFAULT_THRESHOLD = 10_000

@@ -13,9 +13,11 @@ ENTITY_PATH = "entity/"
 RELATION_PATH = "relation/"
 ENTITY_PREFIX = "kg"  # shown as kg:Steven_Spielberg; relations are shown bare (directed_by)
 
-# kg-mcp's own bookkeeping (prefixes, profile, load history, hub statistics) lives in this named
-# graph of the store, so the tools, which read only the default graph, never see it.
+# kg-mcp's own bookkeeping (prefixes, profile, load history, hub statistics) lives in these named
+# graphs of the store, which the tools never read (--graph and --graph-access refuse them).
 META_GRAPH = "urn:kg-mcp:meta"
+STATS_GRAPH = "urn:kg-mcp:stats"  # hub statistics (kg_mcp.hubs)
+OWN_GRAPHS = (META_GRAPH, STATS_GRAPH)  # never a data graph to read, whatever graphs are chosen
 META_SUBJECT = "urn:kg-mcp:store"
 META_JSON = "urn:kg-mcp:json"
 

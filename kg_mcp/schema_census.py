@@ -25,7 +25,7 @@ from kg_mcp.backends.endpoint_stats import VOID_STATS, bounded_triples
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import KGError
-from kg_mcp.hubs import DEFAULT_THRESHOLD, recorded_directions
+from kg_mcp.hubs import DEFAULT_THRESHOLD
 from kg_mcp.schema_shape import (
     MACHINERY,
     ONTOLOGY_SHARE,
@@ -150,7 +150,8 @@ def _size(kg: Backend, census: Census, exact_up_to: int) -> None:
         return
     if isinstance(kg, OxigraphBackend):  # what the loads recorded (a count would read every triple)
         meta = read_meta(kg.store)
-        loaded = sum(entry.get("triples", 0) for entry in meta.get("loads", []))
+        reading = set(kg.read_graphs) or {None}  # the loads into the graphs the call reads (None: the default graph)
+        loaded = sum(entry.get("triples", 0) for entry in meta.get("loads", []) if entry.get("graph") in reading)
         census.hub_threshold = meta.get("hub_threshold", DEFAULT_THRESHOLD)
         census.triples, census.triples_basis = (loaded, "as loaded") if loaded > counted else (counted, "at least")
         return
@@ -218,7 +219,7 @@ def _not_machinery(var: str) -> str:
 
 def _hubs(kg: Backend, census: Census, exact: bool) -> None:
     if isinstance(kg, OxigraphBackend) and not exact:
-        recorded = kg._read(recorded_directions, kg.store)
+        recorded = kg.recorded_hubs()  # none where the call reads named graphs: the records are the default graph's
         if recorded:
             census.hubs_basis = "load-time statistics"
             _recorded_hubs(kg, census, recorded)

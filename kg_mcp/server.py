@@ -220,6 +220,8 @@ def build_server(
     `auth_token`; `audit` records every call; `graph_access` gives each caller its graphs; `shared`
     holds what outlives a call (kg_mcp.state: this process by default, or Redis)."""
     settings = settings or Settings()
+    if graph_access is not None:
+        _check_graphs_served(backend)
     if auth is None and auth_token:
         auth = server_auth(token=auth_token)
     sdk_auth = {"token_verifier": auth.verifier, "auth": auth.sdk_settings()} if auth else {}
@@ -250,23 +252,28 @@ def build_server(
     return server
 
 
+def _check_graphs_served(backend: Backend) -> None:
+    """A store whose callers each read their graphs serves named graphs (kg_mcp.backends.open_store
+    with named_graphs, as `kg-mcp serve --graph-access` opens it), never its default graph whole."""
+    if backend.kind == "oxigraph" and not backend.served_graphs:
+        raise ConfigError(
+            "--graph-access gives each caller named graphs of the store: open it with its graphs (--graph IRI, or "
+            "kg-mcp serve --graph-access, which serves every named graph), after loading each with "
+            "`kg-mcp load FILE --store DIR --graph IRI`."
+        )
+
+
 def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, access: GraphAccess) -> None:
     """Each caller reads the graphs its scopes grant (KGServer.caller_graphs), and its instructions
     summarise those graphs, computed when it initializes (the summary of each scope's graphs is taken
-    now, so that most initializes find it ready)."""
-    plan = getattr(backend, "graph_plan", None)
-    if plan is None:
-        raise ConfigError(
-            "--graph-access reads each caller's graphs through a SPARQL endpoint's dataset parameters: serve the "
-            "data from an endpoint (--sparql URL; e.g. `oxigraph serve` over graphs loaded with "
-            "`oxigraph load --graph`). A local store is read whole."
-        )
+    now, so that most initializes find it ready, and so is a missing name index of a store's graphs)."""
     server.graph_access = access
-    server.served_graphs = tuple(plan.graphs)
+    server.served_graphs = tuple(backend.served_graphs)
     for scope in access.scopes:
         graphs = access.graphs_for([scope], server.served_graphs)
         if graphs:
             with graph_access.reading(graphs):
+                backend.prepare_lookups()
                 server_instructions(backend, settings)
     lowlevel = server._lowlevel_server
     general = lowlevel.instructions

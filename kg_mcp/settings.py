@@ -10,6 +10,8 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from kg_mcp.namespaces import OWN_GRAPHS
+
 # An absolute IRI as SPARQL writes it between < >: a scheme, then no spaces, quotes or brackets.
 _GRAPH_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>"{}|^`\\]+')
 
@@ -79,8 +81,8 @@ class Settings(BaseSettings):
     )
     graphs: Annotated[list[str], NoDecode] = Field(
         [],
-        description="on an endpoint, the named graphs every query reads (--graph IRI, repeatable; "
-        "KG_MCP_GRAPHS: IRIs separated by spaces or commas); empty: the endpoint's data graphs",
+        description="the named graphs every query reads, as one graph (--graph IRI, repeatable; "
+        "KG_MCP_GRAPHS: IRIs separated by spaces or commas); empty: an endpoint's data graphs, a store's default graph",
     )
     sparql_tool: bool = Field(False, description="expose the read-only sparql tool")
     sparql_row_cap: int = Field(200, ge=1, le=100_000)
@@ -168,7 +170,13 @@ class Settings(BaseSettings):
 
 
 def graph_iri_problem(iri: str) -> str | None:
-    """What is wrong with `iri` as a graph name, or None when it is a full IRI."""
+    """What is wrong with `iri` as a graph name, or None when it is a full IRI of a data graph.
+
+    >>> graph_iri_problem("urn:kg-mcp:stats")
+    "'urn:kg-mcp:stats' is kg-mcp's own bookkeeping graph, not a graph of data to read"
+    """
+    if iri in OWN_GRAPHS:
+        return f"{iri!r} is kg-mcp's own bookkeeping graph, not a graph of data to read"
     if _GRAPH_IRI.fullmatch(iri):
         return None
     return f"{iri!r} is not a graph IRI: write it in full, e.g. http://example.org/graph/movies"

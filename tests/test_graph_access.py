@@ -1,8 +1,10 @@
-"""Each caller reads only the named graphs its scopes grant (`--graph-access`), on one endpoint:
-`oxigraph serve` holding two graphs (Wikidata-shaped art from the demo KG, MetaQA's films), a real
-`kg-mcp serve --sparql` with named tokens and a real OpenID provider (tests/oidc.py), and the SDK's
-client for each caller. Nothing of the other graph reaches a caller through any tool, resource, the
-instructions or `sparql`.
+"""Each caller reads only the named graphs its scopes grant (`--graph-access`), on both backends:
+two graphs (Wikidata-shaped art from the demo KG, MetaQA's films) and data that no caller is granted
+(a "secret" edge into the art), held by `oxigraph serve` (served by `kg-mcp serve --sparql`; the
+secret in a third named graph) and by a local store loaded with `kg-mcp load --graph` (served by
+`kg-mcp serve --store`; the secret in the store's default graph). Each server has named tokens and a real OpenID provider (tests/oidc.py), and each caller
+the SDK's client. Nothing of another graph, nor of the default graph, reaches a caller through any
+tool, lookup, completion, resource, the instructions or `sparql`; the audit log names each subject.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import pytest
 from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import PromptReference, ResourceTemplateReference
 
 from conftest import _oxigraph_serve, free_port, text_kb_as_ntriples, wait_for_http
 from oidc import Memory, Provider, signing_key
 from kg_mcp.backends.graph_access import read_graph_access
 from kg_mcp.demo import demo_path
 from kg_mcp.errors import ConfigError
+from kg_mcp.protocol.entities import entity_uri
 from kg_mcp.serving.tokens import new_token
 
 SECRET = "client-secret-" + "x" * 24
@@ -32,10 +36,22 @@ ALL_SCOPES = "kg:read kg:sparql graph:art graph:films"
 ART = "http://example.org/graph/art"
 FILMS = "http://example.org/graph/films"
 FILM_LINES = 60  # MetaQA's lines about "Catch Me If You Can" and around it
+FILM = "<http://kg-mcp.local/entity/Catch_Me_If_You_Can>"
+VAN_GOGH = "<http://www.wikidata.org/entity/Q5582>"
+# Granted to nobody: an edge into van Gogh and a name of its own.
+SECRET = "Secret Default Thing"
+SECRET_GRAPH = "http://example.org/graph/secret"
+SECRET_LINES = (
+    '<http://example.org/secret/x> <http://www.w3.org/2000/01/rdf-schema#label> "Secret Default Thing" .\n'
+    "<http://example.org/secret/x> <http://example.org/secret/knows> <http://www.wikidata.org/entity/Q5582> .\n"
+)
+BACKENDS = ["endpoint", "store"]
+ENTITY = ResourceTemplateReference(type="ref/resource", uri="kg://entity/{id}")
 
 
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory, data_dir):
+def graph_files(tmp_path_factory, data_dir):
+    """The two graphs' N-Triples and the default graph's."""
     work = tmp_path_factory.mktemp("graph-access")
     art = work / "art.nt"
     store = ox.Store()
@@ -44,9 +60,27 @@ def endpoint(tmp_path_factory, data_dir):
     lines = (data_dir / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Catch Me If You Can|"))
     films = text_kb_as_ntriples(lines[start - 20 : start - 20 + FILM_LINES], work / "films.nt")
-    serving = _oxigraph_serve(work / "oxigraph", None, named={ART: art, FILMS: films})
-    yield work, next(serving)
-    serving.close()
+    secret = work / "secret.nt"
+    secret.write_text(SECRET_LINES)
+    return work, {ART: art, FILMS: films}, secret
+
+
+def kg_sources(backend: str, graph_files):
+    """What `kg-mcp serve` is given (a generator: the engine stops when it is closed): `oxigraph
+    serve` over the graphs, or a store loaded graph by graph with `kg-mcp load --graph`."""
+    work, named, secret = graph_files
+    if backend == "endpoint":
+        serving = _oxigraph_serve(work / "oxigraph", None, named={**named, SECRET_GRAPH: secret})
+        yield ["--sparql", next(serving)]
+        serving.close()
+        return
+    store = work / "store"
+    for graph, path in named.items():
+        load = [sys.executable, "-m", "kg_mcp", "load", str(path), "--store", str(store), "--graph", graph]
+        subprocess.run(load, check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "kg_mcp", "load", str(secret), "--store", str(store)],
+                   check=True, capture_output=True, timeout=300)
+    yield ["--store", str(store)]
 
 
 def machine(client_id: str, scope: str) -> dict:
@@ -55,19 +89,33 @@ def machine(client_id: str, scope: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def team(endpoint):
-    work, url = endpoint
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
+def provider(graph_files):
+    """One provider for the module: a resource (server port) per backend."""
+    work = graph_files[0]
+    ports = {backend: free_port() for backend in BACKENDS}
     grants = {"art-ci": "kg:read graph:art", "films-ci": "kg:read graph:films"}
-    provider = Provider(work, {
+    running = Provider(work, {
         "keys": [signing_key()],
         "clients": [machine(name, scope) for name, scope in grants.items()],
         "scope_by_client": grants,
         "users": {},
-        "resources": {resource: {"scope": ALL_SCOPES}},
+        "resources": {f"http://127.0.0.1:{port}/mcp": {"scope": ALL_SCOPES} for port in ports.values()},
     })
-    provider.start()
+    running.start()
+    yield running, ports
+    running.stop()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def team(request, graph_files, provider):
+    backend = request.param
+    work = graph_files[0] / backend
+    work.mkdir(exist_ok=True)
+    provider, ports = provider
+    engine = kg_sources(backend, graph_files)
+    kg = next(engine)
+    port = ports[backend]
+    resource = f"http://127.0.0.1:{port}/mcp"
     tokens = {
         "alice": new_token("alice", ["kg:read", "kg:sparql", "graph:art"]),
         "bob": new_token("bob", ["kg:read", "kg:sparql", "graph:films"]),
@@ -75,7 +123,7 @@ def team(endpoint):
     }
     (work / "tokens.toml").write_text("\n".join(table for _, table in tokens.values()))
     (work / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
-    command = [sys.executable, "-m", "kg_mcp", "serve", "--sparql", url, "--transport", "http", "--port", str(port),
+    command = [sys.executable, "-m", "kg_mcp", "serve", *kg, "--transport", "http", "--port", str(port),
                "--enable-sparql", "--tokens", str(work / "tokens.toml"), "--graph-access", str(work / "access.toml"),
                "--audit-log", str(work / "audit.jsonl"), "--oauth-issuer", provider.issuer, "--public-url", resource]
     log = open(work / "server.log", "w")
@@ -84,35 +132,61 @@ def team(endpoint):
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
         yield {"url": resource, "tokens": {n: t for n, (t, _) in tokens.items()}, "audit": work / "audit.jsonl",
-               "issuer": provider.issuer}
+               "issuer": provider.issuer, "backend": backend}
     finally:
         process.terminate()
         process.wait(timeout=10)
         log.close()
-        provider.stop()
+        engine.close()
 
 
 async def session_of(team, name: str) -> dict:
-    """What one caller gets: instructions, lookups, every tool on the other graph's entities, resources, sparql."""
+    """What one caller gets: instructions, lookups, completions, every tool on the other graph's
+    entities, resources, sparql."""
     seen: dict = {}
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens'][name]}"}, timeout=60) as http:
         async with Client(streamable_http_client(team["url"], http_client=http)) as client:
             seen["instructions"] = client.instructions or ""
-            for label in ("Vincent van Gogh", "Catch Me If You Can"):
+            seen["methods"] = {}
+            for label in ("Vincent van Gogh", "Catch Me If You Can", SECRET):
                 found = await client.call_tool("find_entities", {"name": label})
                 seen[label] = [] if found.is_error else [e["id"] for e in found.structured_content["entities"]]
+                seen["methods"][label] = found.content[0].text
+            seen["completions"] = {}
+            for typed in ("Vincent van", "Catch Me If", "Secret Def"):
+                done = (await client.complete(ENTITY, {"name": "id", "value": typed})).completion
+                seen["completions"][typed] = done.values
+            question = PromptReference(type="ref/prompt", name="search_on_graph")
+            for typed in ("who painted The Starry", "who directed Catch Me If You"):
+                done = (await client.complete(question, {"name": "question", "value": typed})).completion
+                seen["completions"][typed] = done.values
             seen["schema"] = (await client.read_resource("kg://schema")).contents[0].text
             seen["stats"] = json.loads((await client.read_resource("kg://stats")).contents[0].text)
+            seen["cards"] = {}
+            for entity in (VAN_GOGH, FILM):
+                try:
+                    seen["cards"][entity] = (await client.read_resource(entity_uri(entity))).contents[0].text
+                except Exception as error:  # noqa: BLE001 - the SDK's error for a resource not found
+                    seen["cards"][entity] = f"error: {error}"
             queries = {
                 "graphs": "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }",
                 "labels": 'SELECT ?s WHERE { ?s ?p ?o FILTER(STR(?o) = "Vincent van Gogh") }',
                 "films": 'SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } FILTER(CONTAINS(STR(?o), "Spielberg")) }',
+                "secret": 'SELECT ?s ?p ?o WHERE { ?s ?p ?o FILTER(CONTAINS(STR(?s), "secret")) }',
+                "everything": "SELECT ?s ?p ?o WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } }",
             }
             for key, query in queries.items():
                 result = await client.call_tool("sparql", {"query": query})
                 seen[key] = json.dumps(result.structured_content) if not result.is_error else "refused"
-            from_named = await client.call_tool("sparql", {"query": f"SELECT * FROM NAMED <{FILMS}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}"})
-            seen["from named refused"] = from_named.is_error
+            ways_round = {
+                "from named": f"SELECT * FROM NAMED <{FILMS}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}",
+                "the other's graph": f"SELECT * WHERE {{ GRAPH <{FILMS if name == 'alice' else ART}> {{ ?s ?p ?o }} }}",
+                "service": f"SELECT * WHERE {{ SERVICE <{team['url']}> {{ ?s ?p ?o }} }}",
+            }
+            seen["refused"] = {}
+            for key, query in ways_round.items():
+                result = await client.call_tool("sparql", {"query": query})
+                seen["refused"][key] = result.is_error
             seen["tool calls"] = {}
             for tool, arguments in {
                 "search": {"entity": "wd:Q5582"},
@@ -138,14 +212,33 @@ async def test_each_caller_reads_only_its_graphs(team):
 
     assert alice["Vincent van Gogh"] and not alice["Catch Me If You Can"]
     assert bob["Catch Me If You Can"] and not bob["Vincent van Gogh"]
+    assert not alice[SECRET] and not bob[SECRET]
+    if team["backend"] == "store":  # each graph's own name index, built by kg-mcp load --graph
+        assert "name index" in alice["methods"]["Vincent van Gogh"] and "name index" in bob["methods"]["Catch Me If You Can"]
+    assert any("Q5582" in id for id in alice["completions"]["Vincent van"]) and not bob["completions"]["Vincent van"]
+    assert "Catch_Me_If_You_Can" in bob["completions"]["Catch Me If"][0] and not alice["completions"]["Catch Me If"]
+    assert not alice["completions"]["Secret Def"] and not bob["completions"]["Secret Def"]
+    assert "who painted The Starry Night" in alice["completions"]["who painted The Starry"]
+    assert not bob["completions"]["who painted The Starry"] and not alice["completions"]["who directed Catch Me If You"]
+    assert "who directed Catch Me If You Can" in bob["completions"]["who directed Catch Me If You"]
     assert "directed_by" in bob["instructions"] and "directed_by" not in alice["instructions"]
+    assert "Zundert" not in bob["instructions"] and "Spielberg" not in alice["instructions"]
     assert "directed_by" in bob["schema"] and "directed_by" not in alice["schema"]
     assert alice["stats"]["triples"] != bob["stats"]["triples"]
+    assert "Vincent van Gogh" in alice["cards"][VAN_GOGH] and bob["cards"][VAN_GOGH].startswith("error")
+    assert "Spielberg" in bob["cards"][FILM] and alice["cards"][FILM].startswith("error")
     assert ART in alice["graphs"] and FILMS not in alice["graphs"]
     assert FILMS in bob["graphs"] and ART not in bob["graphs"]
     assert "Q5582" in alice["labels"] and "Q5582" not in bob["labels"]
     assert "Spielberg" not in alice["films"] and "rows" in alice["films"]
-    assert alice["from named refused"] and bob["from named refused"]
+    for seen in (alice, bob):  # the secret is granted to nobody
+        assert "rows" in seen["secret"] and "example.org/secret" not in seen["secret"]
+        assert "rows" in seen["everything"] and "example.org/secret" not in seen["everything"]
+        assert SECRET_GRAPH not in seen["graphs"]
+    assert "Spielberg" not in alice["everything"] and "Zundert" not in bob["everything"]
+    assert all(alice["refused"].values()) and all(bob["refused"].values())
+    for tool, text in alice["tool calls"].items():  # the secret edge into van Gogh stays unseen
+        assert "secret" not in text.lower(), tool
     for tool, text in bob["tool calls"].items():  # van Gogh (wd:Q5582) is in the art graph only
         assert "Zundert" not in text, tool
     # Bob never named an art entity: a traversal of the same name is his own, not alice's tree.

@@ -12,7 +12,7 @@ from kg_mcp.backends.endpoint_names import EndpointNames
 from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
 from kg_mcp.backends.named_graphs import first_plan, plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
-from kg_mcp.backends.oxigraph_store import OxigraphBackend
+from kg_mcp.backends.oxigraph_store import OxigraphBackend, default_graph_empty, named_data_graphs
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import ConfigError, EndpointError
 from kg_mcp.ids import Vocabulary
@@ -49,26 +49,33 @@ def open_backend(
     wikidata: bool = False,
     profile: str | None = None,
     settings: Settings | None = None,
+    named_graphs: bool = False,
 ) -> Backend:
-    """The backend for one of: a store directory, an endpoint URL, Wikidata, or (none given) the demo KG."""
+    """The backend for one of: a store directory, an endpoint URL, Wikidata, or (none given) the demo KG.
+    `named_graphs`: a store without --graph serves every named graph it holds (under --graph-access)."""
     settings = settings or Settings()
     chosen = [x for x in (store, sparql, wikidata or None) if x]
     if len(chosen) > 1:
         raise ConfigError("Give one of --store, --sparql or --wikidata, not several.")
-    if settings.graphs and not (sparql or wikidata):
+    if settings.graphs and not (sparql or wikidata or store):
         raise ConfigError(
-            "--graph (KG_MCP_GRAPHS) picks graphs of a SPARQL endpoint (--sparql); a store made by "
-            "`kg-mcp load` and the demo KG are read whole. Load only the data you want into the store instead."
+            "--graph (KG_MCP_GRAPHS) picks named graphs of a store (--store, loaded with `kg-mcp load --graph IRI`) "
+            "or of a SPARQL endpoint (--sparql); the demo KG has none."
         )
     if store:
-        return open_store(store, profile=profile, settings=settings)
+        return open_store(store, profile=profile, settings=settings, named_graphs=named_graphs)
     if sparql or wikidata:
         return open_endpoint(sparql or WIKIDATA_ENDPOINT, profile=profile or ("wikidata" if wikidata else None), settings=settings)
     return open_demo(settings=settings, profile=profile)
 
 
-def open_store(path: str | Path, *, profile: str | None = None, settings: Settings | None = None) -> OxigraphBackend:
-    """A store made by `kg-mcp load`, opened read-only (serving never writes)."""
+def open_store(
+    path: str | Path, *, profile: str | None = None, settings: Settings | None = None, named_graphs: bool = False
+) -> OxigraphBackend:
+    """A store made by `kg-mcp load`, opened read-only (serving never writes). It is read through its
+    default graph, or through the named graphs of settings.graphs (--graph), or with `named_graphs`
+    and no --graph (a server whose callers each read their graphs, --graph-access) through every
+    named graph it holds, as an endpoint serves its data graphs."""
     from kg_mcp.loading.atomic import recover_interrupted_swap
 
     path = Path(path)
@@ -80,9 +87,39 @@ def open_store(path: str | Path, *, profile: str | None = None, settings: Settin
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
     settings = settings or Settings()
+    _check_graphs(store, path, settings.graphs)
+    if named_graphs and not settings.graphs:
+        settings = settings.model_copy(update={"graphs": _every_named_graph(store, path)})
     backend = _local_backend(store, str(path), profile, settings, path=str(path))
-    backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if settings.name_index else None)
+    # The default graph's index; named graphs have theirs (kg_mcp.backends.store_names).
+    default_index = settings.name_index and not settings.graphs
+    backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if default_index else None)
     return backend
+
+
+def _every_named_graph(store: ox.Store, path: Path) -> list[str]:
+    graphs = named_data_graphs(store)
+    if not graphs:
+        raise ConfigError(
+            f"--graph-access gives each caller named graphs of the store, and {path} holds none: load each "
+            f"graph's data with: kg-mcp load FILE --store {path} --graph IRI"
+        )
+    if not default_graph_empty(store):
+        log.warning("%s: callers read its named graphs (--graph-access), and none reads its default graph: "
+                    "load that data with --graph IRI to grant it", path)
+    return graphs
+
+
+def _check_graphs(store: ox.Store, path: Path, graphs: list[str]) -> None:
+    """Refuse --graph values that are no named graph of the store, naming those it holds."""
+    missing = [g for g in graphs if not store.contains_named_graph(ox.NamedNode(g))]
+    if missing:
+        held = named_data_graphs(store)
+        listed = ", ".join(held[:10]) + (" ..." if len(held) > 10 else "") if held else "none"
+        raise ConfigError(
+            f"The store at {path} has no graph {missing[0]} (its named graphs: {listed}). "
+            f"Load one with: kg-mcp load FILE --store {path} --graph {missing[0]}"
+        )
 
 
 def open_demo(*, settings: Settings | None = None, profile: str | None = None) -> OxigraphBackend:
@@ -134,7 +171,10 @@ def _local_backend(
     store: ox.Store, location: str, profile: str | None, settings: Settings, *, path: str | None = None
 ) -> OxigraphBackend:
     meta = read_meta(store)
-    probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location)
+    # The profile and the label predicates in use are read where the data is: the graphs chosen, else
+    # the default graph, else (a store loaded only with --graph) its named graphs.
+    looked_at = settings.graphs or (named_data_graphs(store) if default_graph_empty(store) else [])
+    probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location, graphs=looked_at)
     chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
     bare = [meta["relation_namespace"]] if meta.get("relation_namespace") else []
     vocab = Vocabulary(chosen, {**meta.get("prefixes", {}), **settings.prefixes}, bare)
@@ -142,7 +182,11 @@ def _local_backend(
     vocab.sources.update({ns: "setting" for ns in settings.prefixes.values()})
     used = [p for p in chosen.label_predicates if probe._boolean(q.ask_predicate(p))]
     log.info("store %s: profile %s", location, chosen.name)
-    return OxigraphBackend(store, chosen, vocab, settings, location=location, path=path, label_predicates=used)
+    return OxigraphBackend(
+        store, chosen, vocab, settings, location=location, path=path, label_predicates=used, graphs=settings.graphs
+    )
+
+
 
 
 def _detect(ask) -> Profile:

@@ -1,7 +1,7 @@
 """A query worker process (started by kg_mcp.backends.query_pool): `python -m kg_mcp.backends._query_worker FD`.
 
-It talks over the socket FD: first (path, nquads) to open the store, then (query, row_cap)
-requests, each answered with (status, payload) in plain data, bounded in size (`shipped`). It
+It talks over the socket FD: first (path, nquads) to open the store, then (query, row_cap, graphs)
+requests (graphs: the named graphs that are the query's whole dataset, or None), each answered with (status, payload) in plain data, bounded in size (`shipped`). It
 exits when the socket closes.
 
 A worker first leaves the network: it moves into a network namespace of its own, which holds
@@ -15,6 +15,8 @@ import ctypes
 import os
 import sys
 from multiprocessing.connection import Connection
+
+import pyoxigraph as ox
 
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.query_pool import StoreSource, plain
@@ -99,8 +101,18 @@ def _chars(data) -> int:
     return len(data[1])
 
 
+def dataset(graphs: list[str] | None) -> dict:
+    """Store.query's arguments that make `graphs` a query's whole dataset: its default graph their
+    union, GRAPH ranging over them only. They override whatever FROM / FROM NAMED the text holds, so
+    neither the store's default graph nor any other graph can be read (None: the store as it is)."""
+    if graphs is None:
+        return {}
+    named = [ox.NamedNode(g) for g in graphs]
+    return {"default_graph": named, "named_graphs": named}
+
+
 def _serve(conn: Connection) -> None:
-    """A worker's life: open the store, then answer (query, row_cap) requests until the pipe closes."""
+    """A worker's life: open the store, then answer (query, row_cap, graphs) requests until the pipe closes."""
     isolation_problem = leave_network()
     path, nquads = conn.recv()
     try:
@@ -111,11 +123,11 @@ def _serve(conn: Connection) -> None:
     conn.send(("ready", isolation_problem))
     while True:
         try:
-            query, row_cap = conn.recv()
+            query, row_cap, graphs = conn.recv()
         except (EOFError, OSError):  # the server went away
             return
         try:
-            rows = capped_rows(store.query(query), row_cap)
+            rows = capped_rows(store.query(query, **dataset(graphs)), row_cap)
             reply = ("ok", (rows.variables, shipped(rows.rows), rows.total, rows.boolean))
         except SyntaxError as e:
             reply = ("syntax", str(e))

@@ -234,7 +234,13 @@ class Backend(ABC):
 
     @property
     def read_graphs(self) -> tuple[str, ...]:
-        """The named graphs every query reads (empty: the store or endpoint as it answers)."""
+        """The named graphs the call's queries read (empty: the store or endpoint as it answers)."""
+        return ()
+
+    @property
+    def served_graphs(self) -> tuple[str, ...]:
+        """The named graphs the server reads for a caller not restricted to some (empty: the store's
+        default graph, or the endpoint as it answers)."""
         return ()
 
     @abstractmethod

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-from kg_mcp.backends import graph_access
+from kg_mcp.backends import graph_access, store_patterns
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Term
 from kg_mcp.errors import KGError
 
@@ -121,16 +121,20 @@ def is_blank(term) -> bool:
 
 
 # --- reading a blank node's edges ------------------------------------------------------------------
-def store_reader(store: ox.Store) -> Reader:
-    """A local store's blank nodes, read from its indexes (the default graph, as the queries read)."""
-    graph = ox.DefaultGraph()
+def store_reader(store: ox.Store, graphs: Callable[[], Sequence] = lambda: store_patterns.DEFAULT) -> Reader:
+    """A local store's blank nodes, read from its indexes in the graphs the call reads (`graphs()`:
+    the default graph, or a graph set's named graphs), as the queries read them."""
 
     def read(nodes: Sequence[ox.BlankNode], cap: int):
         found = {}
+        read_from = graphs()
         for node in nodes:
             edges = []
             for outgoing in (True, False):
-                quads = store.quads_for_pattern(node, None, None, graph) if outgoing else store.quads_for_pattern(None, None, node, graph)
+                if outgoing:
+                    quads = store_patterns.quads(store, node, None, None, read_from)
+                else:
+                    quads = store_patterns.quads(store, None, None, node, read_from)
                 for n, quad in enumerate(quads):
                     if n == cap:
                         break

@@ -14,8 +14,9 @@ The graph set travels with the call as a context variable (`reading(graphs)`, se
 for each request): the backends read it where they choose a query's dataset, so no tool changes.
 On an endpoint the set becomes the SPARQL protocol's default-graph-uri / named-graph-uri, as
 --graph does (kg_mcp.backends.named_graphs): the default graph is their merge, and GRAPH patterns
-see those graphs only. Caches that remember what was read (labels, the KG summary, name indexes)
-are kept per graph set.
+see those graphs only. On a local store (kg_mcp.backends.oxigraph_store) the same set is the
+dataset of every query and the graphs of every index read. Caches that remember what was read
+(labels, the KG summary, name indexes) are kept per graph set.
 """
 
 from __future__ import annotations

@@ -1,22 +1,33 @@
-"""A local Oxigraph store on disk (or in memory, for the demo KG and tests)."""
+"""A local Oxigraph store on disk (or in memory, for the demo KG and tests).
+
+A store is read through its default graph, as `kg-mcp load` fills it; or through named graphs
+(`kg-mcp load --graph IRI`): those chosen with --graph, and under --graph-access the graphs each
+caller's scopes grant (kg_mcp.backends.graph_access), read as one graph. Every read takes the
+graphs of the call: the store's indexes (kg_mcp.backends.store_patterns, the blank nodes), the
+queries (their dataset), the user's `sparql` (the worker runs it over those graphs only), the
+name index (one per graph set, kg_mcp.backends.store_names). Hub statistics describe the default
+graph, so they are used only when the call reads it.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pyoxigraph as ox
 
-from kg_mcp.backends import blank_nodes, store_patterns
+from kg_mcp.backends import blank_nodes, graph_access, store_patterns
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
+from kg_mcp.backends.store_names import GraphSetNames
 from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index
+from kg_mcp.namespaces import OWN_GRAPHS
 from kg_mcp.observability import tracing
 
 # Up to this many edges around a node, get_relations counts them in Python from the index (see
@@ -27,16 +38,33 @@ _COUNTED_HERE = 1000
 _DEGREE_READERS = 4
 
 
+def named_data_graphs(store: ox.Store) -> list[str]:
+    """The store's named graphs, kg-mcp's own bookkeeping graphs aside."""
+    return sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode) and g.value not in OWN_GRAPHS)
+
+
+def default_graph_empty(store: ox.Store) -> bool:
+    return next(store.quads_for_pattern(None, None, None, store_patterns.DEFAULT_GRAPH), None) is None
+
+
 class OxigraphBackend(SparqlBackend):
     """A local store. Names are looked up in its name index (kg_mcp.names): the file built by
     `kg-mcp load` for a store on disk, one built in memory on first use for an in-memory store."""
 
     kind = "oxigraph"
 
-    def __init__(self, store: ox.Store, *args, location: str = "memory", path: str | None = None, **kwargs):
+    def __init__(
+        self, store: ox.Store, *args, location: str = "memory", path: str | None = None, graphs: Sequence[str] = (),
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.store = store
-        self._address_blanks(blank_nodes.store_reader(store))  # by their stored ids, stable while served
+        self._served_graphs: tuple[str, ...] = ()
+        self._served_terms: tuple = store_patterns.DEFAULT
+        self._terms_of: dict[frozenset[str], tuple[ox.NamedNode, ...]] = {}
+        self.serve_graphs(graphs)
+        # By their stored ids, stable while served; read in the call's graphs.
+        self._address_blanks(blank_nodes.store_reader(store, self._graph_terms))
         self.location = location
         self.path = path  # the store's directory; None for an in-memory store
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
@@ -47,14 +75,59 @@ class OxigraphBackend(SparqlBackend):
         self._degree_readers = ThreadPoolExecutor(_DEGREE_READERS, "kg-mcp-degrees") if path else None
         self._names: NameIndex | None = None
         self._names_tried = False
-        self._semantic = None  # kg_mcp.names.semantic.SemanticNames, made on first use
+        self._graph_names = GraphSetNames(store, path, self.profile, self.settings.languages)
+        self._semantic: dict[int, object] = {}  # kg_mcp.names.semantic.SemanticNames per index, made on first use
         self._names_lock = threading.Lock()
 
+    # --- which graphs a call reads -----------------------------------------------------------------
+    def serve_graphs(self, graphs: Sequence[str]) -> None:
+        """Read the named `graphs` (as one graph) where the call is not restricted (empty: the default graph)."""
+        self._served_graphs = tuple(sorted(graphs))
+        self._served_terms = tuple(ox.NamedNode(g) for g in self._served_graphs) or store_patterns.DEFAULT
+
+    @property
+    def served_graphs(self) -> tuple[str, ...]:
+        return self._served_graphs
+
+    def data_graphs(self) -> list[str]:
+        return named_data_graphs(self.store)
+
+    def default_graph_empty(self) -> bool:
+        return default_graph_empty(self.store)
+
+    @property
+    def read_graphs(self) -> tuple[str, ...]:
+        return tuple(g.value for g in self._graph_terms() if isinstance(g, ox.NamedNode))
+
+    def _graph_terms(self) -> tuple:
+        """The graphs the call reads: the caller's (kg_mcp.backends.graph_access), else the server's."""
+        graphs = graph_access.current()
+        if graphs is None:
+            return self._served_terms
+        terms = self._terms_of.get(graphs)
+        if terms is None:
+            terms = self._terms_of[graphs] = tuple(ox.NamedNode(g) for g in sorted(graphs))
+        return terms
+
+    def _reads_default_graph(self) -> bool:
+        return self._graph_terms() is store_patterns.DEFAULT
+
+    def _dataset(self) -> dict:
+        """The keyword arguments of Store.query that make a query read the call's graphs only."""
+        terms = self._graph_terms()
+        if terms is store_patterns.DEFAULT:
+            return {}
+        return {"default_graph": list(terms), "named_graphs": list(terms)}
+
+    # --- names -------------------------------------------------------------------------------------
     def use_names(self, index: NameIndex | None) -> None:
         """Look names up in `index` (None: by label queries, as on an endpoint)."""
         self._names, self._names_tried = index, True
 
-    def _name_index(self) -> NameIndex | None:
+    def _name_index(self, begin: bool = True) -> NameIndex | None:
+        """The name index of the graphs the call reads (None: label queries answer)."""
+        if not self._reads_default_graph():
+            return self._graph_names.index(self.read_graphs, begin=begin) if self.settings.name_index else None
         with self._names_lock:
             if not self._names_tried:  # an in-memory store: index it now, it is small
                 self._names_tried = True
@@ -62,24 +135,32 @@ class OxigraphBackend(SparqlBackend):
                     self._names = memory_index(self.store, self.profile, self.settings.languages)
         return self._names
 
+    def prepare_lookups(self) -> None:
+        if not self._reads_default_graph():
+            self._name_index()  # a graph set's index is built in the background, if missing
+
     def _name_matches(self, name: str, limit: int):
         index = self._name_index()
         if index is None:
-            return super()._name_matches(name, limit)
+            method, matches = super()._name_matches(name, limit)
+            note = self._graph_names.note(self.read_graphs) if not self._reads_default_graph() else ""
+            return (f"{method}; {note}" if note else method), matches
         matches = self._indexed_matches(index, name, limit)
         if matches or not self.settings.semantic_lookup:
             return "name index", matches
         from kg_mcp.names.semantic import SemanticNames  # numpy and the model load only if asked for
 
         with self._names_lock:
-            self._semantic = self._semantic or SemanticNames(index)
-        nearest = self._semantic.nearest(name, max(limit * 2, 10))
+            semantic = self._semantic.get(id(index))
+            if semantic is None:
+                semantic = self._semantic[id(index)] = SemanticNames(index)
+        nearest = semantic.nearest(name, max(limit * 2, 10))
         return "name index, then nearest names by embedding", [
             (ox.NamedNode(m.entity), m.kind, m.order, m.degree, m.shown) for m in nearest
         ]
 
     def _lookup_index(self) -> NameIndex | None:
-        return self._names
+        return self._names if self._reads_default_graph() else self._name_index(begin=False)
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
@@ -92,13 +173,15 @@ class OxigraphBackend(SparqlBackend):
     # The ordinary calls' reads, from the store's indexes: no query to parse and plan.
     def _edges_with_labels(self, node, direction, predicates, limit, *, named_only=False):
         outgoing, hidden = direction is Direction.OUTGOING, self._hidden(node, predicates)
-        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit, named_only)
+        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit, named_only,
+                           self._graph_terms())
         found = self._labels_here([node, *dict.fromkeys(value for _, value in pairs)])
         return [Neighbour(p, value) for p, value in pairs], found
 
     def _relations_with_label(self, node):
         most = min(_COUNTED_HERE, self.count_cap - 1)
-        read = self._read(store_patterns.predicate_counts, self.store, node, self._hidden(node, None), most, self._label_set)
+        read = self._read(store_patterns.predicate_counts, self.store, node, self._hidden(node, None), most, self._label_set,
+                          self._graph_terms())
         if read is None:  # too many edges to count here
             return super()._relations_with_label(node)
         counts, labels = read
@@ -121,7 +204,8 @@ class OxigraphBackend(SparqlBackend):
         cache = self._label_cache
         todo = [n for n in nodes if n not in cache]
         found: dict = {}
-        labels = self._read(list, store_patterns.labels(self.store, todo, self._label_nodes, self.settings.languages))
+        labels = self._read(list, store_patterns.labels(self.store, todo, self._label_nodes, self.settings.languages,
+                                                        self._graph_terms()))
         for node, predicate, literal in labels:
             self._consider_label(found, node, predicate, literal)
         return found
@@ -133,7 +217,7 @@ class OxigraphBackend(SparqlBackend):
         languages = {lang: i for i, lang in enumerate(self.settings.languages)}
         order = {ox.NamedNode(p): i for i, p in enumerate(predicates)}
         best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
-        for node, predicate, literal in self._read(list, store_patterns.literals(self.store, nodes, list(order))):
+        for node, predicate, literal in self._read(list, store_patterns.literals(self.store, nodes, list(order), self._graph_terms())):
             lang = literal.language or ""
             rank = (languages.get(lang, len(languages) + bool(lang)), order[predicate])
             if node not in best or rank < best[node][0]:
@@ -166,31 +250,46 @@ class OxigraphBackend(SparqlBackend):
             return sum(stats.get(p.value, 0) for p in predicates)
         return sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
 
+    def recorded_hubs(self) -> set[tuple[ox.NamedNode, bool]]:
+        """(hub, outgoing) with statistics recorded at load time, for the graphs the call reads: the
+        records count the default graph's edges, so a call reading named graphs has none."""
+        if not self._reads_default_graph():
+            return set()
+        if self._hubs is None:  # which records exist, read once: most nodes are not hubs
+            self._hubs = self._read(recorded_directions, self.store)
+        return self._hubs
+
     def _hub_stats(self, node: ox.NamedNode, direction: Direction) -> dict[str, int] | None:
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
         outgoing = direction is Direction.OUTGOING
-        if self._hubs is None:  # which records exist, read once: most nodes are not hubs
-            self._hubs = self._read(recorded_directions, self.store)
-        if (node, outgoing) not in self._hubs:
+        if (node, outgoing) not in self.recorded_hubs():
             return None
         return self._read(hub_stats, self.store, node, outgoing)
 
     def _degrees(self, nodes):
         if self._degree_readers is None or len(nodes) < 2:
             return super()._degrees(nodes)
-        return dict(zip(nodes, self._degree_readers.map(self._degree, nodes), strict=True))
+        graphs = graph_access.current()  # the readers' threads read the call's graphs too
+
+        def degree(node):
+            with graph_access.reading(graphs):
+                return self._degree(node)
+
+        return dict(zip(nodes, self._degree_readers.map(degree, nodes), strict=True))
 
     def _solutions(self, query: str) -> Solutions:
         with tracing.span("store query", **{"db.system": "oxigraph"}):
-            return self._read(lambda: solutions_of(self.store.query(query)))
+            return self._read(lambda: solutions_of(self.store.query(query, **self._dataset())))
 
     def _boolean(self, query: str) -> bool:
         return bool(self._solutions(query))
 
     def run_query(self, query: str, row_cap: int, *, graphs: tuple[str, ...] | None = None) -> Rows:
-        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool).
-        A store is read whole (no --graph); a dataset written into the query's text (FROM) holds."""
-        return self.query_pool().run(query, row_cap, self.settings.timeout_s)
+        """A user's query runs in a worker process, stopped at settings.timeout_s (kg_mcp.backends.query_pool),
+        over the graphs of the call only: the dataset written into its text (FROM, FROM NAMED) is
+        also given to the engine, which then reads those graphs whatever the text says."""
+        dataset = None if self._reads_default_graph() else list(self.read_graphs)
+        return self.query_pool().run(query, row_cap, self.settings.timeout_s, dataset)
 
     def query_pool(self) -> QueryPool:
         with self._pool_lock:
@@ -216,6 +315,7 @@ class OxigraphBackend(SparqlBackend):
     def close(self) -> None:
         if self._names is not None:
             self._names.close()
+        self._graph_names.close()
         if self._pool is not None:
             self._pool.close()
         if self._degree_readers is not None:

@@ -131,15 +131,17 @@ class QueryPool:
         for _ in range(self.size):
             self._spawn_later()
 
-    def run(self, query: str, row_cap: int, timeout_s: float) -> Rows:
-        """The query's rows cut at `row_cap`, or an EndpointError once `timeout_s` has passed."""
+    def run(self, query: str, row_cap: int, timeout_s: float, graphs: list[str] | None = None) -> Rows:
+        """The query's rows cut at `row_cap`, or an EndpointError once `timeout_s` has passed. With
+        `graphs`, the query's dataset is those named graphs, whatever its text names (None: the
+        store as it answers, its default graph and every named graph)."""
         self.start()
         # Starting the first workers (an interpreter, the store opened) is not the query's time.
         self._first_ready.wait(_START_TIMEOUT_S)
         deadline = time.monotonic() + timeout_s
         worker = self._take(deadline, timeout_s)
         try:
-            worker.conn.send((query, row_cap))
+            worker.conn.send((query, row_cap, graphs))
             answered = self._await_answer(worker, deadline)
             status, payload = worker.conn.recv() if answered else (None, None)
         except (EOFError, OSError):  # the worker died under the query (out of memory, killed)

@@ -106,6 +106,10 @@ class RemoteBackend(SparqlBackend):
         return self.text_search == "mwapi"
 
     @property
+    def served_graphs(self) -> tuple[str, ...]:
+        return tuple(self.graph_plan.graphs)
+
+    @property
     def read_graphs(self) -> tuple[str, ...]:
         # The calling client's graphs under --graph-access (kg_mcp.backends.graph_access), else the server's.
         return graph_access.dataset(self.graph_plan.graphs)
@@ -207,8 +211,9 @@ class RemoteBackend(SparqlBackend):
         return current.index if current is not None else None
 
     def prepare_lookups(self) -> None:
-        if self.names is not None:
-            self.names.begin()
+        here = self._names_here()  # the server's index, or the one of the caller's graph set
+        if here is not None:
+            here.begin()
 
     def _name_matches(self, name: str, limit: int):
         here = self._names_here()

@@ -5,6 +5,10 @@ than the rows of an ordinary entity cost to read. The edges of one node are a pr
 index, and each neighbour's labels another: `quads_for_pattern` reads the same index the query
 would, so rows come in the same order. Every read here is bounded: edges stop at the caller's
 limit, and counting gives up past `most` edges (the caller then counts with an aggregate query).
+
+Each read takes the graphs it reads (`graphs`): the default graph, as the queries read it, or the
+named graphs of a graph set (kg_mcp.backends.graph_access), read as one graph: a triple held by
+two of them counts once.
 """
 
 from __future__ import annotations
@@ -16,6 +20,32 @@ import pyoxigraph as ox
 from kg_mcp.backends.base import Term
 
 DEFAULT_GRAPH = ox.DefaultGraph()  # what the SPARQL queries read (statistics live in a named graph)
+DEFAULT = (DEFAULT_GRAPH,)
+Graphs = Sequence[ox.NamedNode | ox.DefaultGraph]
+
+
+def quads(store: ox.Store, subject, predicate, obj, graphs: Graphs = DEFAULT) -> Iterator[ox.Quad]:
+    """The quads of the pattern in `graphs`, read as their union (each triple once).
+
+    >>> store = ox.Store()
+    >>> a, p, g1, g2 = (ox.NamedNode(f"http://x/{n}") for n in ("a", "p", "g1", "g2"))
+    >>> store.extend([ox.Quad(a, p, ox.Literal(n), g) for n in "12" for g in (g1, g2)] + [ox.Quad(a, p, a)])
+    >>> [q.object.value for q in quads(store, a, None, None, [g1, g2])], len(list(quads(store, a, None, None)))
+    (['1', '2'], 1)
+    """
+    if len(graphs) == 1:
+        return store.quads_for_pattern(subject, predicate, obj, graphs[0])
+    return _union(store, subject, predicate, obj, graphs)
+
+
+def _union(store: ox.Store, subject, predicate, obj, graphs: Graphs) -> Iterator[ox.Quad]:
+    seen: set[tuple] = set()
+    for graph in graphs:
+        for quad in store.quads_for_pattern(subject, predicate, obj, graph):
+            triple = (quad.subject, quad.predicate, quad.object)
+            if triple not in seen:
+                seen.add(triple)
+                yield quad
 
 
 def edges(
@@ -26,6 +56,7 @@ def edges(
     hidden: Callable[[str], bool] | None,
     limit: int,
     named_only: bool = False,
+    graphs: Graphs = DEFAULT,
 ) -> list[tuple[ox.NamedNode, Term]]:
     """Up to `limit` (predicate, other end) pairs of `node`, only `predicates` if given (in their
     order), else those `hidden` does not reject; only those whose other end is no blank node if
@@ -34,11 +65,8 @@ def edges(
     for predicate in dict.fromkeys(predicates) if predicates else [None]:
         if len(found) >= limit:
             break
-        if outgoing:
-            quads = store.quads_for_pattern(node, predicate, None, DEFAULT_GRAPH)
-        else:
-            quads = store.quads_for_pattern(None, predicate, node, DEFAULT_GRAPH)
-        for quad in quads:
+        read = quads(store, node, predicate, None, graphs) if outgoing else quads(store, None, predicate, node, graphs)
+        for quad in read:
             p = quad.predicate
             if hidden is not None and hidden(p.value):
                 continue
@@ -57,6 +85,7 @@ def predicate_counts(
     hidden: Callable[[str], bool] | None,
     most: int,
     keep: frozenset[ox.NamedNode] = frozenset(),
+    graphs: Graphs = DEFAULT,
 ) -> tuple[dict[tuple[ox.NamedNode, bool], int], list[tuple[ox.NamedNode, Term]]] | None:
     """({(predicate, outgoing): edges} around `node`, outgoing first; the (predicate, object) of its
     outgoing edges along `keep`), or None past `most` edges in all. `keep` names the label
@@ -65,10 +94,10 @@ def predicate_counts(
     kept: list[tuple[ox.NamedNode, Term]] = []
     seen = 0
     for outgoing in (True, False):
-        quads = store.quads_for_pattern(node, None, None, DEFAULT_GRAPH) if outgoing else store.quads_for_pattern(None, None, node, DEFAULT_GRAPH)
+        read = quads(store, node, None, None, graphs) if outgoing else quads(store, None, None, node, graphs)
         # Counted per predicate, then tested against `hidden` once per predicate: a node has few.
         per_predicate: dict[ox.NamedNode, int] = {}
-        for quad in quads:
+        for quad in read:
             seen += 1
             if seen > most:
                 return None
@@ -83,35 +112,38 @@ def predicate_counts(
 
 
 def labels(
-    store: ox.Store, nodes: Iterable[Term], predicates: Sequence[ox.NamedNode], languages: Sequence[str]
+    store: ox.Store, nodes: Iterable[Term], predicates: Sequence[ox.NamedNode], languages: Sequence[str],
+    graphs: Graphs = DEFAULT,
 ) -> Iterator[tuple[Term, ox.NamedNode, ox.Literal]]:
     """(node, label predicate, literal) for the labels of `nodes` in `languages` or untagged, in the
     order of the label query (node, then predicate, then index order)."""
     wanted = {*languages, ""}
     named = (node for node in nodes if not isinstance(node, ox.Literal))
-    for node, predicate, literal in literals(store, named, predicates):
+    for node, predicate, literal in literals(store, named, predicates, graphs):
         if (literal.language or "") in wanted:
             yield node, predicate, literal
 
 
 def literals(
-    store: ox.Store, nodes: Iterable[Term], predicates: Sequence[ox.NamedNode]
+    store: ox.Store, nodes: Iterable[Term], predicates: Sequence[ox.NamedNode], graphs: Graphs = DEFAULT
 ) -> Iterator[tuple[Term, ox.NamedNode, ox.Literal]]:
     """(node, predicate, literal) for every literal of `nodes` along `predicates`, in any language."""
     for node in nodes:
         for predicate in predicates:
-            for quad in store.quads_for_pattern(node, predicate, None, DEFAULT_GRAPH):
+            for quad in quads(store, node, predicate, None, graphs):
                 if isinstance(quad.object, ox.Literal):
                     yield node, predicate, quad.object
 
 
-def degree(store: ox.Store, node: ox.NamedNode, hidden: Callable[[str], bool] | None, cap: int) -> int:
+def degree(
+    store: ox.Store, node: ox.NamedNode, hidden: Callable[[str], bool] | None, cap: int, graphs: Graphs = DEFAULT
+) -> int:
     """Edges of `node` whose predicate is not `hidden`, each direction counted up to `cap` (the
     count of `_queries.degree`, read from the indexes)."""
     total = 0
-    for quads in (store.quads_for_pattern(node, None, None, DEFAULT_GRAPH), store.quads_for_pattern(None, None, node, DEFAULT_GRAPH)):
+    for read in (quads(store, node, None, None, graphs), quads(store, None, None, node, graphs)):
         counted = 0
-        for quad in quads:
+        for quad in read:
             if counted == cap:
                 break
             if hidden is None or not hidden(quad.predicate.value):

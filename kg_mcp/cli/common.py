@@ -63,8 +63,9 @@ def graph_option(func):
         metavar="IRI",
         expose_value=False,
         callback=_remember_graphs,
-        help="On an endpoint, read only this named graph (repeatable; KG_MCP_GRAPHS). "
-             "Default: every graph but the engine's own.",
+        help="Read only this named graph, of an endpoint or of a store (`kg-mcp load --graph`); repeatable, the "
+             "graphs read as one (KG_MCP_GRAPHS). Default: an endpoint's every graph but the engine's own, a store's "
+             "default graph.",
     )(func)
 
 
@@ -114,10 +115,11 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
         raise ConfigError(f"Bad setting: {problems}") from None
 
 
-def _open(store, sparql_url, wikidata, profile, settings, shared=None):
+def _open(store, sparql_url, wikidata, profile, settings, shared=None, named_graphs=False):
     from kg_mcp.backends import open_backend
 
-    backend = open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
+    backend = open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings,
+                           named_graphs=named_graphs)
     if shared is not None and getattr(backend, "names", None) is not None:
         backend.names.locks = shared  # one replica builds an endpoint's name index at a time
     backend.prepare_lookups()  # an endpoint's name index is built while the server starts, not at the first lookup

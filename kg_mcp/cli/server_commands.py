@@ -132,7 +132,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     from kg_mcp.state import open_shared_state
 
     shared = open_shared_state(redis_url, tool_timeout_s=settings.tool_timeout_s)  # a bad URL fails before the store opens
-    backend = _open(store, sparql_url, wikidata, profile, settings, shared)
+    backend = _open(store, sparql_url, wikidata, profile, settings, shared, named_graphs=access is not None)
     server = build_server(backend, backend.settings, auth=auth, audit=audit, graph_access=access, shared=shared)
     if transport != "stdio":
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
@@ -172,10 +172,13 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
               help="Keep predicate statistics for nodes with at least this many edges in one direction.")
 @click.option("--optimize/--no-optimize", default=True, show_default=True,
               help="Compact the store once loaded: a longer load, and reads 2-7x faster on big stores.")
-def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
+@click.option("--graph", metavar="IRI",
+              help="Load into this named graph rather than the default graph (serve it with --graph, or per caller "
+                   "with --graph-access); its name index is built with it. Not for nq and trig, which name their graphs.")
+def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph):
     """Bulk-load RDF, plain-text triples or Wikidata JSON into a store, atomically.
 
-    A failed or interrupted load leaves the previous store as it was.
+    A load adds to what the store holds. A failed or interrupted load leaves the previous store as it was.
     """
     from kg_mcp.loading import LoadError, load_sources
     from kg_mcp.namespaces import DEFAULT_BASE_IRI
@@ -189,6 +192,7 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize):
             skip_bad=skip_bad,
             hub_threshold=hub_threshold,
             optimize=optimize,
+            graph=graph,
         )
     except LoadError as e:
         raise click.ClickException(f"load failed, the store is unchanged: {e}") from None

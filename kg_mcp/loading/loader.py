@@ -22,13 +22,13 @@ from kg_mcp.loading.errors import BadLines, LoadError
 from kg_mcp.loading.json_dump import read_wikidata_json
 from kg_mcp.loading.rdf_files import blame_line, bulk_load_lines, read_rdf_document, read_rdf_lines, syntax_reason
 from kg_mcp.loading.report import LoadReport, SourceReport
-from kg_mcp.loading.sources import Format, check_readable, detect_format, open_source
+from kg_mcp.loading.sources import QUAD_FORMATS, Format, check_readable, detect_format, open_source
 from kg_mcp.loading.text_triples import TextMinter, read_text_triples
 from kg_mcp.names import index_path
 from kg_mcp.names.scan import SCANNED_FILE, NameScan
-from kg_mcp.names.store_index import build_store_index, store_profile, store_stamp
+from kg_mcp.names.store_index import build_store_index, graph_set_indexes, store_profile, store_stamp
 from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, RELATION_PATH
-from kg_mcp.settings import Settings
+from kg_mcp.settings import Settings, graph_iri_problem
 from kg_mcp.store_meta import read_meta, write_meta
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,10 @@ def load_sources(
     optimize: bool = True,
     languages: Sequence[str] | None = None,
     name_index: bool = True,
+    graph: str | None = None,
 ) -> LoadReport:
-    """Load ``sources`` into the Oxigraph store at ``store_dir`` (created if missing).
+    """Load ``sources`` into the Oxigraph store at ``store_dir`` (created if missing): into its
+    default graph, or into the named ``graph`` (its IRI).
 
     All or nothing: on any error or interruption the store stays exactly as it was. Raises
     LoadError for unreadable, unrecognised or malformed sources (malformed lines of line-based
@@ -55,7 +57,9 @@ def load_sources(
     ``hub_threshold`` edges in one direction get predicate statistics (kg_mcp.hubs);
     ``optimize`` compacts the store, after the triples and at the end (see `_compact`). The store's
     name index (labels and aliases in ``languages``, default the settings') is rebuilt with it,
-    unless not ``name_index`` (then the store gets one when first opened).
+    unless not ``name_index`` (then the store gets one when first opened), and so is the index of
+    ``graph`` and of every graph set the store had one of (kg_mcp.names.store_index). Hub
+    statistics describe the default graph: a load into a named graph records none.
     """
     started = time.perf_counter()
     store_dir = Path(store_dir)
@@ -64,8 +68,12 @@ def load_sources(
     plan = [(Path(s), detect_format(s, format)) for s in sources]
     if not plan:
         raise LoadError(None, None, "no sources to load")
-    for path, _ in plan:
+    for path, fmt in plan:
         check_readable(path)
+        if graph is not None and fmt.name in QUAD_FORMATS:
+            raise LoadError(path, None, f"{fmt.name} names the graph of each statement itself: load it without --graph")
+    if graph is not None and (problem := graph_iri_problem(graph)) is not None:
+        raise LoadError(None, None, f"--graph {problem}")
     try:
         ox.NamedNode(base_iri + ENTITY_PATH)
     except ValueError as e:
@@ -74,13 +82,15 @@ def load_sources(
     recover_interrupted_swap(store_dir)
     with exclusive_load(store_dir):
         remove_stale_staging(store_dir)
+        graph_sets = set(graph_set_indexes(store_dir)) | ({(graph,)} if graph else set())
         with staged_store(store_dir) as staging:
             store = ox.Store(str(staging))
             languages = languages or Settings().languages
-            scan = _name_scan(store, staging, plan, skip_bad, languages) if name_index else None
+            # The names scanned from the text are the default graph's only when it is loaded into.
+            scan = _name_scan(store, staging, plan, skip_bad, languages) if name_index and graph is None else None
             try:
                 report = _load_into(
-                    store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan, optimize
+                    store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan, optimize, graph
                 )
                 store.flush()
                 if optimize:  # a second, short pass: what the hub records added, and what the first left
@@ -90,6 +100,9 @@ def load_sources(
                     report.names, report.index_seconds, report.names_read_from = _name_index(
                         store, staging, scan, languages, progress
                     )
+                    report.index_seconds += _graph_set_indexes(store, staging, sorted(graph_sets), languages, progress)
+                    report.graph_indexes = len(graph_sets)
+                report.graph = graph
             except BaseException as error:
                 # The traceback keeps the loader's frames, and with them this Store on the staging
                 # copy: drop them so the Store closes now, not whenever the garbage collector runs
@@ -127,8 +140,18 @@ def _name_index(store: ox.Store, staging: Path, scan: NameScan | None, languages
     return names, time.perf_counter() - started, "store"
 
 
+def _graph_set_indexes(store: ox.Store, staging: Path, graph_sets: list[tuple[str, ...]], languages, progress) -> float:
+    """(Re)build the name index of each graph set (a load changes the store they were built from);
+    returns the seconds spent."""
+    started = time.perf_counter()
+    profile = store_profile(store)
+    for graphs in graph_sets:
+        build_store_index(store, staging, profile=profile, languages=languages, progress=progress, graphs=graphs)
+    return time.perf_counter() - started
+
+
 def _load_into(
-    store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None, optimize=True
+    store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None, optimize=True, graph=None
 ) -> LoadReport:
     started = time.perf_counter()
     entities = TextMinter(base_iri + ENTITY_PATH)
@@ -136,17 +159,18 @@ def _load_into(
     prefixes: dict[str, str] = {}
     reports = []
     sampler = HubSampler(hub_threshold)
+    into = ox.NamedNode(graph) if graph else None
     with tqdm(unit="triples", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
         for number, (path, fmt) in enumerate(plan, 1):
             source_started, bad_before = time.perf_counter(), bad.count
             bar.set_description(path.name)
             if fmt.name == "nt" and not bad.skip:
-                triples = _load_natively(store, path, fmt, base_iri, sampler, bar, scan, number == len(plan))
+                triples = _load_natively(store, path, fmt, base_iri, sampler, bar, scan, number == len(plan), into)
             else:
                 counter = [0]
                 with open_source(path) as stream:
                     quads = sampler.sample_quads(_read(stream, path, fmt, base_iri, bad, entities, relations, prefixes))
-                    store.bulk_extend(_counted(quads, counter, bar))
+                    store.bulk_extend(_counted(_into_graph(quads, into), counter, bar))
                 triples = counter[0]
             seconds = time.perf_counter() - source_started
             reports.append(SourceReport(str(path), fmt.name, triples, bad.count - bad_before, seconds))
@@ -154,13 +178,16 @@ def _load_into(
         if optimize:
             bar.set_description("compacting")
             _compact(store)
-        bar.set_description("hub statistics")
-        hubs = record_hubs(store, *sampler.candidates(), threshold=hub_threshold)
+        hubs = 0
+        if into is None:  # the records count the default graph's edges (kg_mcp.hubs)
+            bar.set_description("hub statistics")
+            hubs = record_hubs(store, *sampler.candidates(), threshold=hub_threshold)
 
     text_loaded = any(fmt.name == "text" for _, fmt in plan)
     triples = sum(r.triples for r in reports)
     _update_meta(
-        store, plan, prefixes, base_iri, text_loaded, triples, time.perf_counter() - started, bad.count, hub_threshold
+        store, plan, prefixes, base_iri, text_loaded, triples, time.perf_counter() - started, bad.count, hub_threshold,
+        graph,
     )
     own_graphs = (ox.NamedNode(META_GRAPH), STATS_GRAPH)
     kept_aside = sum(1 for graph in own_graphs for _ in store.quads_for_pattern(None, None, None, graph))
@@ -182,14 +209,16 @@ def _compact(store: ox.Store) -> None:
     log.debug("compacted in %.1fs", time.perf_counter() - started)
 
 
-def _load_natively(store, path: Path, fmt: Format, base_iri, sampler: HubSampler, bar: tqdm, scan=None, last=False) -> int:
+def _load_natively(
+    store, path: Path, fmt: Format, base_iri, sampler: HubSampler, bar: tqdm, scan=None, last=False, into=None
+) -> int:
     """N-Triples through pyoxigraph's own bulk loader, with no Python work per triple.
 
     A plain file is handed to pyoxigraph by path, which parses it in parallel, while this thread
     reads it once more (hub sampling, line count, progress, and the names for the index: `scan`,
     whose index is finished meanwhile after the `last` source); a compressed one is streamed
-    through the sampler into the loader. Returns the lines read: the triples, blank and comment
-    lines aside.
+    through the sampler into the loader, into the named graph `into` (None: the default graph).
+    Returns the lines read: the triples, blank and comment lines aside.
     """
 
     def on_chunk(data: bytes) -> None:
@@ -202,7 +231,7 @@ def _load_natively(store, path: Path, fmt: Format, base_iri, sampler: HubSampler
         if path.suffix.lower() == ".nt":
             bar.set_description(f"{path.name}: loading")
             # bulk_load lets go of the GIL: the reading here costs the load no time where a core is free.
-            loading = _Background(store.bulk_load, path=str(path), format=fmt.rdf, base_iri=base_iri)
+            loading = _Background(store.bulk_load, path=str(path), format=fmt.rdf, base_iri=base_iri, to_graph=into)
             try:
                 while stream.read(1 << 20):
                     pass
@@ -222,7 +251,7 @@ def _load_natively(store, path: Path, fmt: Format, base_iri, sampler: HubSampler
                 raise error
         else:
             before = scan.seconds if scan is not None else 0.0
-            bulk_load_lines(store, stream, path, fmt.rdf, base_iri)
+            bulk_load_lines(store, stream, path, fmt.rdf, base_iri, into)
             if scan is not None:
                 scan.end_of_source()
                 scan.waited += scan.seconds - before  # read inline, as the loader asked for the data
@@ -266,6 +295,13 @@ def _read(stream, path: Path, fmt: Format, base_iri, bad, entities, relations, p
     return read_rdf_document(stream, path, fmt.rdf, base_iri, bad.skip, prefixes)
 
 
+def _into_graph(quads: Iterable[ox.Quad], graph: ox.NamedNode | None) -> Iterable[ox.Quad]:
+    """The triples of `quads` in `graph` (None: as they are, in the default graph)."""
+    if graph is None:
+        return quads
+    return (ox.Quad(q.subject, q.predicate, q.object, graph) for q in quads)
+
+
 def _counted(quads: Iterable[ox.Quad], counter: list[int], bar: tqdm) -> Iterator[ox.Quad]:
     # The bar is updated every few thousand quads: per-quad updates would cost more than parsing.
     pending = 0
@@ -280,7 +316,7 @@ def _counted(quads: Iterable[ox.Quad], counter: list[int], bar: tqdm) -> Iterato
     bar.update(pending)
 
 
-def _update_meta(store, plan, prefixes, base_iri, text_loaded, triples, seconds, bad_lines, hub_threshold) -> None:
+def _update_meta(store, plan, prefixes, base_iri, text_loaded, triples, seconds, bad_lines, hub_threshold, graph=None) -> None:
     meta = read_meta(store)
     meta["hub_threshold"] = hub_threshold
     known = meta.setdefault("prefixes", {})
@@ -297,5 +333,7 @@ def _update_meta(store, plan, prefixes, base_iri, text_loaded, triples, seconds,
     }
     if bad_lines:
         entry["bad_lines"] = bad_lines
+    if graph:
+        entry["graph"] = graph
     meta.setdefault("loads", []).append(entry)
     write_meta(store, meta)

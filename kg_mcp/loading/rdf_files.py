@@ -92,14 +92,17 @@ def read_rdf_document(
             prefixes.setdefault(prefix, iri)
 
 
-def bulk_load_lines(store: ox.Store, stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None) -> None:
-    """Load an N-Triples stream with pyoxigraph's native bulk loader (no Python per triple).
+def bulk_load_lines(
+    store: ox.Store, stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None, into: ox.NamedNode | None = None
+) -> None:
+    """Load an N-Triples stream with pyoxigraph's native bulk loader (no Python per triple), into the
+    named graph `into` (None: the default graph).
 
     Used when no line may be skipped: the first syntax error stops the load, and the line to
     blame is found by re-reading the few lines around the parser's position.
     """
     try:
-        store.bulk_load(input=stream, format=fmt, base_iri=base_iri)
+        store.bulk_load(input=stream, format=fmt, base_iri=base_iri, to_graph=into)
     except SyntaxError as error:
         line, culprit = blame_line(path, fmt, base_iri, error)
         raise LoadError(path, line, syntax_reason(culprit)) from None

@@ -32,6 +32,8 @@ class LoadReport:
     # pyoxigraph loaded the file count only where they took longer than the load.
     index_seconds: float = 0.0
     names_read_from: str = ""  # "text" (picked out of the N-Triples as they were read), "store", or not built
+    graph: str | None = None  # the named graph loaded into (None: the default graph)
+    graph_indexes: int = 0  # name indexes of graph sets (re)built with the load
 
     @property
     def triples(self) -> int:
@@ -45,11 +47,14 @@ class LoadReport:
 
     def summary(self) -> str:
         """A few human-readable lines."""
-        lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s)" for s in self.sources]
+        into = f", into <{self.graph}>" if self.graph else ""
+        lines = [f"{s.path}: {s.triples:,} triples ({s.format}, {s.seconds:.1f}s{into})" for s in self.sources]
         if self.hubs:
             lines.append(f"predicate statistics kept for {self.hubs:,} hub direction(s)")
         if self.names_read_from:
             lines.append(f"name index: {self.names:,} names from the {self.names_read_from} ({self.index_seconds:.1f}s)")
+            if self.graph_indexes:
+                lines.append(f"name indexes of {self.graph_indexes} graph set(s) built too")
         else:
             lines.append("name index: not built (the store gets one when first opened)")
         if self.bad_lines:

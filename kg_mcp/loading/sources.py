@@ -51,6 +51,7 @@ _EXTENSIONS = {
 }  # fmt: skip
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
 FORMAT_NAMES = ", ".join(FORMATS)
+QUAD_FORMATS = frozenset({"nq", "trig"})  # formats that name each statement's graph themselves
 
 
 def detect_format(path: str | Path, override: str | None = None) -> Format:

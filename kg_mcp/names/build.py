@@ -79,15 +79,17 @@ def build_index(
     languages: Sequence[str],
     stamp: str = "",
     progress: bool = True,
+    graphs: Sequence[str] = (),
 ) -> int:
     """Write the name index of `store` to `path` (replacing it atomically); returns the names indexed.
 
     Labels and aliases count in `languages` and untagged; `stamp` identifies the store's last
-    load, so an index left from an older load is recognised and rebuilt.
+    load, so an index left from an older load is recognised and rebuilt. `graphs`: the named graphs
+    whose names are indexed (recorded in the index; empty: the default graph).
     """
     started = time.perf_counter()
     with written_whole(Path(path)) as connection:
-        count = fill_index(connection, store, label_predicates, alias_predicates, languages, stamp, progress)
+        count = fill_index(connection, store, label_predicates, alias_predicates, languages, stamp, progress, graphs)
     log.info("name index %s: %d names in %.1f s", path, count, time.perf_counter() - started)
     return count
 
@@ -117,11 +119,15 @@ def fill_index(
     languages: Sequence[str],
     stamp: str = "",
     progress: bool = True,
+    graphs: Sequence[str] = (),
 ) -> int:
-    """Create the index's tables in an empty database and fill them from `store`; returns the names."""
+    """Create the index's tables in an empty database and fill them from `store` (its default graph,
+    or the union of the named `graphs`); returns the names."""
     start_index(connection)
-    count = insert_names(connection, _names(store, label_predicates, alias_predicates, set(languages) | {""}, progress))
-    finish_index(connection, label_predicates, alias_predicates, languages, stamp, count)
+    names = _names(store, label_predicates, alias_predicates, set(languages) | {""}, progress, graphs)
+    count = insert_names(connection, names)
+    finish_index(connection, label_predicates, alias_predicates, languages, stamp, count,
+                 {"graphs": sorted(graphs)} if graphs else None)
     return count
 
 
@@ -218,16 +224,21 @@ def read_index_meta(path: str | Path) -> dict | None:
 
 
 def _names(
-    store: ox.Store, labels: Sequence[str], aliases: Sequence[str], languages: set[str], progress: bool
+    store: ox.Store, labels: Sequence[str], aliases: Sequence[str], languages: set[str], progress: bool,
+    graphs: Sequence[str] = (),
 ) -> Iterator[tuple[str, str, int]]:
     predicates = [(p, 0) for p in labels] + [(p, 1) for p in aliases if p not in labels]
     wanted = ", ".join(f'"{lang}"' for lang in sorted(languages))
+    # Named graphs are read as one (their union; DISTINCT: a name two of them hold counts once).
+    named = [ox.NamedNode(g) for g in graphs]
+    dataset = {"default_graph": named, "named_graphs": named} if graphs else {}
+    distinct = "DISTINCT " if len(graphs) > 1 else ""
     with tqdm(desc="name index", unit="names", unit_scale=True, file=sys.stderr, disable=None if progress else True) as bar:
         for predicate, alias in predicates:
             # The store filters languages: a Wikidata item has labels in hundreds of them.
             solutions = store.query(
-                f"SELECT ?s ?o WHERE {{ ?s <{ox.NamedNode(predicate).value}> ?o . "
-                f"FILTER(isIRI(?s) && isLiteral(?o) && LANG(?o) IN ({wanted})) }}"
+                f"SELECT {distinct}?s ?o WHERE {{ ?s <{ox.NamedNode(predicate).value}> ?o . "
+                f"FILTER(isIRI(?s) && isLiteral(?o) && LANG(?o) IN ({wanted})) }}", **dataset
             )
             read = 0
             for subject, literal in solutions:

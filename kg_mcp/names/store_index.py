@@ -1,7 +1,14 @@
-"""The name index of one store: built with each load, opened (or built if missing) with the store."""
+"""The name indexes of one store: built with each load, opened (or built if missing) with the store.
+
+The store's own index holds the names of its default graph. A graph set (the named graphs one
+caller reads, kg_mcp.backends.graph_access) has an index of its own beside it, holding only the
+names of those graphs: `kg-mcp load --graph IRI` builds the one of that graph and rebuilds every
+other the store has; a server builds a missing one when a caller first needs it.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
 from collections.abc import Sequence
@@ -9,7 +16,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
-from kg_mcp.names.build import FORMAT_VERSION, build_index, fill_index, index_path, read_index_meta
+from kg_mcp.names.build import FORMAT_VERSION, INDEX_FILE, build_index, fill_index, index_path, read_index_meta
 from kg_mcp.names.index import NameIndex
 from kg_mcp.names.pairs import ensure_word_pairs
 from kg_mcp.observability import metrics
@@ -31,23 +38,44 @@ def store_profile(store: ox.Store, name: str | None = None) -> Profile:
     return get_profile(chosen) if chosen else detect_profile(lambda query: bool(store.query(query)))
 
 
+def graphs_index_path(store_dir: str | Path, graphs: Sequence[str]) -> Path:
+    """Where the index of the named `graphs` (read as one) lives in the store directory."""
+    key = hashlib.sha256("\n".join(sorted(graphs)).encode()).hexdigest()[:16]
+    return Path(store_dir) / f"{Path(INDEX_FILE).stem}-graphs-{key}.sqlite"
+
+
+def graph_set_indexes(store_dir: str | Path) -> list[tuple[str, ...]]:
+    """The graph sets whose indexes the store directory holds."""
+    found = []
+    for path in sorted(Path(store_dir).glob(f"{Path(INDEX_FILE).stem}-graphs-*.sqlite")):
+        graphs = (read_index_meta(path) or {}).get("graphs")
+        if graphs and graphs_index_path(store_dir, graphs) == path:
+            found.append(tuple(graphs))
+    return found
+
+
 def build_store_index(
-    store: ox.Store, store_dir: str | Path, *, profile: Profile, languages: Sequence[str], progress: bool = True
+    store: ox.Store, store_dir: str | Path, *, profile: Profile, languages: Sequence[str], progress: bool = True,
+    graphs: Sequence[str] = (),
 ) -> int:
-    """(Re)build the index file inside `store_dir` from `store`; returns the names indexed."""
+    """(Re)build the index file inside `store_dir` from `store` (its default graph, or the named
+    `graphs` read as one); returns the names indexed."""
     return build_index(
         store,
-        index_path(store_dir),
+        graphs_index_path(store_dir, graphs) if graphs else index_path(store_dir),
         label_predicates=profile.label_predicates,
         alias_predicates=profile.alias_predicates,
         languages=languages,
         stamp=store_stamp(store),
         progress=progress,
+        graphs=graphs,
     )
 
 
-def is_current(store: ox.Store, store_dir: str | Path, profile: Profile, languages: Sequence[str]) -> bool:
-    meta = read_index_meta(index_path(store_dir))
+def is_current(
+    store: ox.Store, store_dir: str | Path, profile: Profile, languages: Sequence[str], graphs: Sequence[str] = ()
+) -> bool:
+    meta = read_index_meta(graphs_index_path(store_dir, graphs) if graphs else index_path(store_dir))
     return bool(meta) and meta == {
         **meta,
         "version": FORMAT_VERSION,
@@ -55,7 +83,19 @@ def is_current(store: ox.Store, store_dir: str | Path, profile: Profile, languag
         "label_predicates": list(profile.label_predicates),
         "alias_predicates": list(profile.alias_predicates),
         "stamp": store_stamp(store),
+        **({"graphs": sorted(graphs)} if graphs else {}),
     }
+
+
+def open_graphs_index(
+    store: ox.Store, store_dir: str | Path, graphs: Sequence[str], profile: Profile, languages: Sequence[str]
+) -> NameIndex | None:
+    """The index of the named `graphs` if the directory holds a current one (None: build it first)."""
+    if not is_current(store, store_dir, profile, languages, graphs):
+        return None
+    path = graphs_index_path(store_dir, graphs)
+    ensure_word_pairs(path)
+    return NameIndex.open(path)
 
 
 def open_store_index(
@@ -75,8 +115,10 @@ def open_store_index(
     return NameIndex.open(index_path(store_dir))
 
 
-def memory_index(store: ox.Store, profile: Profile, languages: Sequence[str]) -> NameIndex:
-    """An index held in memory, for in-memory stores (the demo KG, tests)."""
+def memory_index(store: ox.Store, profile: Profile, languages: Sequence[str], graphs: Sequence[str] = ()) -> NameIndex:
+    """An index held in memory, for in-memory stores (the demo KG, tests): of the default graph, or
+    of the named `graphs` read as one."""
     connection = sqlite3.connect(":memory:", check_same_thread=False)
-    fill_index(connection, store, profile.label_predicates, profile.alias_predicates, languages, progress=False)
+    fill_index(connection, store, profile.label_predicates, profile.alias_predicates, languages, progress=False,
+               graphs=graphs)
     return NameIndex(connection, "memory")

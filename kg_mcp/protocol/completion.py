@@ -14,7 +14,7 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, Completion, PromptReference, ResourceTemplateReference
 
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, graph_access
 from kg_mcp.errors import KGError
 from kg_mcp.names.fold import fold
 from kg_mcp.protocol.entities import ENTITY_TEMPLATE
@@ -70,8 +70,11 @@ def add_completions(server: MCPServer, backend: Backend, prompt_arguments: dict[
         else:
             raise MCPError(INVALID_PARAMS, "A completion refers to a prompt or a resource template.")
         try:
-            # A lookup reads the name index, or asks an endpoint: off the event loop.
-            values = await anyio.to_thread.run_sync(how, backend, argument.value)
+            # The caller's graphs only (kg_mcp.backends.graph_access), as its tool calls read them.
+            graphs = server.caller_graphs(KGError) if hasattr(server, "caller_graphs") else None
+            with graph_access.reading(graphs):
+                # A lookup reads the name index, or asks an endpoint: off the event loop.
+                values = await anyio.to_thread.run_sync(how, backend, argument.value)
         except KGError:
-            values = []  # an endpoint that does not answer completes nothing; the user types on
+            values = []  # an endpoint that does not answer, or a caller granted no graph, completes nothing
         return Completion(values=values[:MAX_VALUES], total=len(values), has_more=False)

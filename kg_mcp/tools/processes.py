@@ -7,6 +7,8 @@ the traversal tree in its JSON form, kg_mcp.state.trees, both ways). The call's 
 with it: the worker's loops stop at the same moment as they would in the server; so does its
 trace, when traces are on (the worker's spans hang under the call's). A worker that
 dies (killed, out of memory) takes only its call with it: the pool is made again for the next.
+The caller's graph set (kg_mcp.backends.graph_access) goes with the call, and the worker reads
+through it.
 
 Only stores opened from a folder are served this way (a worker must be able to open the store
 itself); the demo KG, in-memory stores and endpoints keep the threads.
@@ -22,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from kg_mcp import deadline
+from kg_mcp.backends import graph_access
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics, tracing
 from kg_mcp.settings import Settings
@@ -60,12 +63,12 @@ def _ready() -> bool:
     return _backend is not None
 
 
-def _run(name: str, args: tuple, seconds: float, tree: dict | None, trace_headers: dict):
+def _run(name: str, args: tuple, seconds: float, tree: dict | None, trace_headers: dict, graphs: frozenset[str] | None = None):
     """('ok', (text, data, limit_chars), tree) or ('error', message, tree): the tree as the call left it."""
     tool = _tools()[name]
     moved = decode(tree) if tree is not None else None
     try:
-        with deadline.within(seconds), tracing.continued(trace_headers, f"worker {name}"):
+        with deadline.within(seconds), tracing.continued(trace_headers, f"worker {name}"), graph_access.reading(graphs):
             if moved is not None:
                 out = tool(_backend, _backend.settings, moved, _ranker, *args)
             else:
@@ -115,7 +118,7 @@ class WorkerPool:
         try:
             outcome, answer, moved = pool.submit(
                 _run, name, args, left if left is not None else self.timeout_s, encode(tree) if tree is not None else None,
-                tracing.carrier(),
+                tracing.carrier(), graph_access.current(),
             ).result()
         except BrokenProcessPool:
             metrics.WORKER_RESTARTS.inc()
