@@ -389,7 +389,7 @@ class _Ark:
         return await self.select("final", schema, self.check_final)
 
     async def solve(self) -> AgentResult:
-        self.system = self.run.kg.with_schema(self.system_prompt(), self.schema)
+        self.system = self.run.kg.with_schema(self.system_prompt(), self.schema)  # its model calls no tool
         limit, preamble = None, ""
         while True:
             if len(self.steps) >= self.k_max:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 from contextlib import AsyncExitStack
@@ -17,6 +18,49 @@ from typing import Any
 from kg_mcp.agents.models.base import ToolSpec
 from kg_mcp.schema_summary import summary_heading
 from mcp import Client, StdioServerParameters
+
+
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+")
+
+
+def without_mentions(text: str, tools: list[str]) -> str:
+    r"""`text` without its sentences (or clauses between semicolons) that name one of `tools`; a line
+    that names none is kept as it is, and a line left empty goes.
+
+    >>> without_mentions("Rows of one hop. For a chain, use follow.", ["follow"])
+    'Rows of one hop.'
+    >>> without_mentions("Labels as search shows them; ~rel walks backwards.", ["search"])
+    '~rel walks backwards.'
+    >>> without_mentions("Relations:\n- `a`: 3\n- `b` makes a hierarchy: `follow` walks it.\n\nHubs.", ["follow"])
+    'Relations:\n- `a`: 3\n\nHubs.'
+    """
+    if not tools:
+        return text
+    named = re.compile(r"\b(?:" + "|".join(map(re.escape, tools)) + r")\b")
+    lines = []
+    for line in text.split("\n"):
+        if named.search(line):
+            line = " ".join(s for s in _SENTENCE_END.split(line.strip()) if not named.search(s))
+            if not line:
+                continue
+        lines.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n") + ("\n" if text.endswith("\n") else "")
+
+
+def without_tools(spec: ToolSpec, tools: list[str]) -> ToolSpec:
+    """`spec` with `without_mentions` applied to its description and every argument's."""
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, list):
+            return [clean(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: clean(v) for k, v in node.items()}
+        if isinstance(node.get("description"), str):
+            out["description"] = without_mentions(node["description"], tools)
+        return out
+
+    return ToolSpec(spec.name, without_mentions(spec.description, tools), clean(spec.input_schema))
 
 
 @dataclass
@@ -84,14 +128,33 @@ class KGClient:
         at = (self.instructions or "").find(summary_heading())
         return self.instructions[at:].strip() + "\n" if at >= 0 else None
 
-    def with_schema(self, system: str, schema: bool) -> str:
-        """`system` with the server's KG summary appended when `schema` is set (`--schema`)."""
-        summary = self.schema if schema else None
+    def with_schema(self, system: str, schema: bool, offered: tuple[str, ...] | list[str] = ()) -> str:
+        """`system` with the server's KG summary appended when `schema` is set (`--schema`), without its
+        sentences about the server's tools that are not `offered` to this model."""
+        summary = self.offered_schema(offered) if schema else None
         return f"{system.rstrip()}\n\n{summary}" if summary else system
+
+    def offered_schema(self, offered: tuple[str, ...] | list[str] = ()) -> str | None:
+        """The KG summary as a model given the tools `offered` reads it (None when the server sent none)."""
+        summary = self.schema
+        if summary is None:
+            return None
+        return without_mentions(summary, [t.name for t in self.tools if t.name not in offered])
+
+    async def stats(self) -> dict[str, Any]:
+        """The server's kg://stats: kind, profile, triples (and whether a lower bound), where it is."""
+        result = await self._client.read_resource("kg://stats")
+        return json.loads(result.contents[0].text)
 
     async def __aexit__(self, *exc) -> None:
         if self._stack is not None:
             await self._stack.aclose()
+
+    def offered(self, names: tuple[str, ...] | list[str]) -> list[ToolSpec]:
+        """The tools `names` as a driver offers them: their descriptions (and their arguments') without
+        the sentences that name one of the server's other tools, which this model is not given."""
+        others = [t.name for t in self.tools if t.name not in names]
+        return [without_tools(self.tool(name), others) for name in names]
 
     def tool(self, name: str) -> ToolSpec:
         for spec in self.tools:

@@ -71,7 +71,7 @@ async def run_kgr(
     run = Run("kgr", question, kg, trace)
     resolved = await resolve_topics(run, topics or {})
     reasoner = _Reasoner(run, text_model_for(model), resolved, top_k, sampling)
-    reasoner.schema = kg.schema if schema else None
+    reasoner.schema = kg.offered_schema() if schema else None  # its model calls no MCP tool
     return await reasoner.go(max_rounds)
 
 

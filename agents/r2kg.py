@@ -188,7 +188,7 @@ def mode_specs(kg: KGClient, tools: str) -> dict[str, ToolSpec]:
     """The KG tools offered in a mode; in `paper` mode explore_kg has only its published arguments."""
     if tools not in TOOL_MODES:
         raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}, not {tools!r}")
-    specs = {name: kg.tool(name) for name in TOOL_MODES[tools]}
+    specs = {spec.name: spec for spec in kg.offered(TOOL_MODES[tools])}
     if tools == "paper":
         for name, keep in PAPER_ARGUMENTS.items():
             spec = specs[name]
@@ -309,7 +309,8 @@ async def run_r2kg(
     system = operator_prompt(
         kind, tools, single=single, variant=prompt_variant, max_iterations=max_iterations, convention=convention
     )
-    system = kg.with_schema(system, schema)  # --schema: the server's KG summary, for the Operator that explores
+    # --schema: the server's KG summary, for the Operator that explores (as a model with its tools reads it)
+    system = kg.with_schema(system, schema, [t.name for t in kg_specs.values()])
     messages = [
         Message("system", system),
         Message(

@@ -43,7 +43,7 @@ def tool_specs(kg: KGClient, tools: str) -> list[ToolSpec]:
     """The tools the model is offered in a mode; in `paper` mode, search as the paper describes it."""
     if tools not in TOOL_MODES:
         raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}, not {tools!r}")
-    specs = [kg.tool(name) for name in TOOL_MODES[tools]]
+    specs = kg.offered(TOOL_MODES[tools])
     if tools != "paper":
         return specs
     search = specs[0]
@@ -75,7 +75,8 @@ async def run_sog(
     run = Run("sog", question, kg, trace)
     specs = tool_specs(kg, tools)
     resolved = await resolve_topics(run, topics or {})
-    system = kg.with_schema(system_prompt(kg.profile, tools, convention), schema)  # --schema: the server's KG summary
+    # --schema: the server's KG summary, as a model with these tools reads it
+    system = kg.with_schema(system_prompt(kg.profile, tools, convention), schema, [t.name for t in specs])
     messages = [Message("system", system), Message("user", question_message(question, resolved))]
     while run.turns < max_turns:
         reply = await run.ask(model, messages, tools=specs, sampling=sampling)

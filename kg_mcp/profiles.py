@@ -200,7 +200,7 @@ FREEBASE_PROFILE = Profile(
     hidden_predicates=frozenset({FREEBASE + "type.object.name", RDFS_LABEL, FREEBASE + "common.topic.description"}),
     bare_namespace=FREEBASE,
     bare_id_pattern=r"[mg]\.[0-9a-z_]+",
-    unnamed_node_label="(unnamed mediator node: it has no name; search it to reach the entities it links)",
+    unnamed_node_label="(unnamed mediator node: it has no name; its own relations lead to the entities it links)",
 )
 
 DBPEDIA = Profile(

@@ -86,7 +86,7 @@ def summary_text(census: Census, settings: Settings, tokens: int = SUMMARY_TOKEN
         room -= len(line) + 1
     if 0 < _listed_total(census, listed) - len(lines) <= FEW_LEFT and len(listed) == _listed_total(census, listed):
         lines = [_relation_line(r) for r in listed]  # "the 91 most used of 92" helps no one: show them all
-    fields["relations"] = "\n".join(lines) or "- (none could be read at start: `get_relations` lists those around an entity)"
+    fields["relations"] = "\n".join(lines) or "- (none could be read at start: the tools list those around an entity)"
     fields["relations_scope"] = _relations_scope(census, listed, len(lines))
     fields["relations_rest"] = _relations_rest(census, listed, len(lines))
     text = template.render(**fields)
@@ -194,15 +194,13 @@ def _names(census: Census) -> str:
 
 def _ids(census: Census) -> str:
     if census.example_id is None:
-        return "Copy ids exactly as the tools show them; `find_entities` turns a name into an id."
+        return "Copy ids exactly as the tools show them."
     text = f"Ids look like `{census.example_id}`: copy them exactly as the tools show them."
     if census.label_is_id:
         text += (
             f" An entity's exact label also works in place of its id when no other entity has it "
-            f"(`{census.example_label}` is `{census.example_id}`); otherwise `find_entities` turns a name into an id."
+            f"(`{census.example_label}` is `{census.example_id}`)."
         )
-    else:
-        text += " `find_entities` turns a name into an id."
     return text
 
 
@@ -230,7 +228,7 @@ def _relations_rest(census: Census, listed: list[RelationUse], shown: int) -> st
     if census.relations_basis != "sample" and shown >= _listed_total(census, listed):
         return ""
     return (
-        f"More: `get_relations` lists every relation around an entity, and the `kg://schema` resource "
+        f"More: the relations around one entity are in its neighbourhood, and the `kg://schema` resource "
         f"lists the {len(census.relations):,} most used."
     )
 
@@ -270,7 +268,7 @@ def _hubs(census: Census, settings: Settings) -> str:
     if not shown:
         if "hubs" in " ".join(census.missing):
             return "- (not read at start)"
-        return f"- none: no entity has more than {settings.search_k} incoming edges, so a `search` lists them all"
+        return f"- none: no entity has more than {settings.search_k} incoming edges, so every neighbourhood is listed whole"
     lines = []
     for hub in shown:
         name = f" ({hub.label})" if hub.label else ""

@@ -57,7 +57,14 @@ class Settings(BaseSettings):
         "built from its labels and cached); off: label queries",
     )
     endpoint_index_max_labels: int = Field(
-        2_000_000, ge=0, description="an endpoint without text search gets a name index (built after its first lookup) up to this many labels"
+        2_000_000, ge=0, description="an endpoint without text search gets a name index (built from server start) up to this many labels"
+    )
+    endpoint_index_wait_labels: int = Field(
+        100_000, ge=0, description="a lookup waits for an endpoint's name index being built up to this many labels (seconds away)"
+    )
+    name_index_wait_s: float = Field(
+        60.0, ge=0, description="a lookup waits for a small endpoint name index until its build is this old "
+        "(and at most the call's own time limit)"
     )
     name_index_max_age_days: float = Field(
         7.0, gt=0, description="an endpoint's cached name index is rebuilt (or, if kg-mcp index built it, flagged) past this age"

@@ -267,6 +267,7 @@ def openai_reply(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
             "prompt_tokens": reply.usage.input_tokens,
             "completion_tokens": reply.usage.output_tokens,
             "total_tokens": reply.usage.input_tokens + reply.usage.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": reply.usage.cached_input_tokens},
         },
     }
 
@@ -316,7 +317,13 @@ def anthropic_reply(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
         "content": content,
         "stop_reason": _stop_reason(reply, default="end_turn", tools="tool_use"),
         "stop_sequence": None,
-        "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
+        # The Messages API counts cache reads and writes apart from input_tokens.
+        "usage": {
+            "input_tokens": reply.usage.input_tokens - reply.usage.cached_input_tokens - reply.usage.cache_write_tokens,
+            "output_tokens": reply.usage.output_tokens,
+            "cache_read_input_tokens": reply.usage.cached_input_tokens,
+            "cache_creation_input_tokens": reply.usage.cache_write_tokens,
+        },
     }
 
 

@@ -122,21 +122,11 @@ async def test_two_tool_calls_then_two_results(api):
         assert [t["function"]["name"] for t in sent["tools"]] == ["search", "lookup"]
         assert sent["tools"][0] == {
             "type": "function",
-            "function": {
-                "name": "search",
-                "description": "Find.",
-                # strict mode: every property required, the optional one nullable (tests/test_strict_tools.py)
-                "parameters": {
-                    "type": "object",
-                    "properties": {"q": {"type": ["string", "null"], "description": "Null leaves it out."}},
-                    "required": ["q"],
-                    "additionalProperties": False,
-                },
-                "strict": True,
-            },
+            # as published: the optional argument stays optional (strict mode: tests/test_strict_tools.py)
+            "function": {"name": "search", "description": "Find.", "parameters": SEARCH.input_schema},
         }
     else:
-        assert sent["system"] == "You answer questions."
+        assert sent["system"] == [{"type": "text", "text": "You answer questions.", "cache_control": {"type": "ephemeral"}}]
         assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
         assert sent["messages"][1]["content"] == [
             {"type": "text", "text": "Let me look."},
@@ -388,3 +378,41 @@ def test_get_model_picks_the_adapter():
     assert get_model("openai:gpt-x", api_key="k").name == "gpt-x"
     with pytest.raises(ValueError, match="unknown model provider"):
         get_model("mystery:z")
+
+
+# --- the prompt cache: the system prompt and tools once per run, not in full per question ---------
+
+
+async def test_anthropic_marks_the_system_prompt_and_tools_for_the_prompt_cache():
+    reply = Reply("ok", usage=Usage(1200, 5, 1, cached_input_tokens=1000))
+    with FakeProvider([reply, reply]) as fake:
+        model = model_for("anthropic", fake)
+        for question in ("Who directed Jaws?", "When was Jaws released?"):
+            got = await model.complete([Message("system", "You answer from the KG."), Message("user", question)], tools=[SEARCH])
+    first, second = (r.body for r in fake.requests)
+    assert first["system"] == [{"type": "text", "text": "You answer from the KG.", "cache_control": {"type": "ephemeral"}}]
+    assert first["system"] == second["system"] and first["tools"] == second["tools"]  # the same prefix
+    assert (got.usage.input_tokens, got.usage.cached_input_tokens) == (1200, 1000)  # 200 in full, 1,000 read
+
+
+async def test_openai_asks_for_one_cache_key_per_system_prompt_and_tools():
+    reply = Reply("ok", usage=Usage(1500, 5, 1, cached_input_tokens=1024))
+    with FakeProvider([reply, reply, reply, reply]) as fake:
+        keyed = OpenAIChatModel("fake", base_url=fake.base_url_openai, api_key=KEY, prompt_cache_key=True)
+        for system, question in (("S1", "q1"), ("S1", "q2"), ("S2", "q1")):
+            got = await keyed.complete([Message("system", system), Message("user", question)], tools=[SEARCH])
+        await model_for("openai", fake).complete(user("q"))  # another server than OpenAI's: no key by default
+    keys = [r.body.get("prompt_cache_key") for r in fake.requests]
+    assert keys[0] == keys[1] != keys[2] and keys[0].startswith("kg-mcp-") and keys[3] is None
+    assert (got.usage.input_tokens, got.usage.cached_input_tokens) == (1500, 1024)
+
+
+def test_cached_prompt_tokens_cost_less():
+    from kg_mcp.agents.evaluation.prices import PRICES, run_cost
+
+    price = PRICES["claude-sonnet-4-5"]
+    assert price.cost(1_000_000, 0) == pytest.approx(3.00)
+    assert price.cost(1_000_000, 0, cached=900_000) == pytest.approx(0.30 + 0.27)
+    assert price.cost(1_000_000, 0, written=1_000_000) == pytest.approx(3.75)
+    usage = {"model": {"input_tokens": 1_000_000, "output_tokens": 0, "cached_input_tokens": 1_000_000}}
+    assert run_cost(usage, {"model": "openai:gpt-4o-mini"}) == pytest.approx(0.075)

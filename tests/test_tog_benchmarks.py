@@ -7,6 +7,8 @@ figures beside the run's own. The models are scripted: these check the plumbing,
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import warnings
 
 import pyoxigraph as ox
@@ -15,6 +17,7 @@ from click.testing import CliRunner
 from conftest import ENGINES
 from kg_mcp.agents.evaluation.benchmarks import TOG_SETS, MalformedEntry, load_benchmark
 from kg_mcp.agents.evaluation.html import write_report
+from kg_mcp.agents.evaluation.papers import FIGURES, verdict
 from kg_mcp.agents.evaluation.runner import EvalPlan, run_eval
 from kg_mcp.agents.evaluation.stores import KGTarget, choose_kg
 from kg_mcp.agents.evaluation.summary import load_run, summarise, table
@@ -243,7 +246,13 @@ async def test_webquestions_run_records_how_each_topic_was_found(memory_backend,
     assert summary["hits@1"] == 1.0 and summary["exact_match"] == 1.0
     text = table([summary])
     assert "[1] topics from Freebase keys: 1 by key, 1 by name" in text
-    assert "[1] against Think-on-Graph (Sun et al., ICLR 2024), Table 1, ToG w/ GPT-4: Hits@1 (exact match) 57.9%; this run 100.0%" in text
+    store = backend.stats().triples
+    assert (
+        "[1] against Think-on-Graph (Sun et al., ICLR 2024), Table 1, ToG w/ GPT-4: Hits@1 (exact match) 57.9% on "
+        "Freebase (the whole Freebase dump, billions of triples), 2,032 questions; this run 100.0% on local store "
+        f"{backend.location} ({store:,} triples, profile freebase), 2 questions: not comparable (the run's KG holds {store:,} "
+        "triples; Freebase holds billions; 2 of the paper's 2,032 questions)"
+    ) in text
 
 
 # --- Wikidata sets over the shared Wikidata sample (a local store; no endpoint is reachable) ----------
@@ -282,8 +291,90 @@ async def test_slot_filling_counts_an_alias_and_the_report_names_the_paper(wikid
     papers = {(p["model"], p["paper_value"], p["ours"]) for p in summary["papers"]}
     assert papers == {("ToG w/ ChatGPT (GPT-3.5-turbo)", 0.768, 1.0), ("ToG w/ GPT-4", 0.771, 1.0)}
     page, _ = write_report([run], [summary], tmp_path / "report.html")
-    html = page.read_text()
-    assert "Against the papers" in html and "ToG w/ GPT-4" in html and "77.1%" in html and "Hits@1 (exact match)" in html
+    # The page as a browser shows it: each paper row beside the run carries both KGs, both question
+    # counts and the verdict (the sample store is a few thousand triples, not Wikidata).
+    rows = rendered_rows(page, "papers", tmp_path)
+    triples = wikidata_local.stats().triples
+    assert rows[0] == ["run", "benchmark", "paper", "table", "model", "metric", "paper's figure", "paper's KG",
+                       "paper's questions", "this run", "run's KG", "run's questions", "comparable?"]
+    assert rows[1:] == [
+        ["[1]", "trex", "Think-on-Graph (Sun et al., ICLR 2024)", "Table 1", model, "Hits@1 (exact match)", figure,
+         "Wikidata (the whole Wikidata, billions of triples)", "5,000", "100.0%",
+         f"local store {wikidata_local.location} ({triples:,} triples, profile wikidata)", "1",
+         f"not comparable: the run's KG holds {triples:,} triples; Wikidata holds billions; 1 of the paper's 5,000 questions"]
+        for model, figure in (("ToG w/ ChatGPT (GPT-3.5-turbo)", "76.8%"), ("ToG w/ GPT-4", "77.1%"))
+    ]
+
+
+def rendered_rows(page, table_id: str, tmp_path) -> list[list[str]]:
+    """The cells of one table of `page` as headless Chromium renders it (its DOM after loading)."""
+    from html.parser import HTMLParser
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is not installed: `apt-get install -y chromium` (.ci/run installs it)")
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.inside, self.cell = [], False, None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.inside = dict(attrs).get("id") == table_id
+            elif self.inside and tag == "tr":
+                self.rows.append([])
+            elif self.inside and tag in ("td", "th"):
+                self.cell = []
+
+        def handle_endtag(self, tag):
+            if tag == "table":
+                self.inside = False
+            elif self.inside and tag in ("td", "th") and self.cell is not None:
+                self.rows[-1].append(" ".join("".join(self.cell).split()))
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = Cells()
+    parser.feed(dom)
+    return parser.rows
+
+
+@pytest.mark.parametrize(
+    ("kg", "questions", "expected"),
+    [
+        ({"kind": "remote", "endpoint": "http://fb:8890/sparql", "triples": 2_900_000_000, "profile": "freebase"}, 3531,
+         ("comparable", "2,900,000,000 triples read with the freebase profile")),
+        ({"kind": "remote", "endpoint": "http://fb:8890/sparql", "triples": 2_900_000_000, "profile": "freebase"}, 200,
+         ("comparable", "2,900,000,000 triples read with the freebase profile; 200 of the paper's 3,531 questions")),
+        ({"kind": "remote", "endpoint": "http://fb:8890/sparql", "triples": 100_000, "lower_bounds": True,
+          "profile": "freebase"}, 3531,
+         ("unverified", "the run's KG was counted only to 100,000 triples, so it cannot be told from Freebase "
+                        "(the whole Freebase dump, billions of triples)")),
+        ({"kind": "oxigraph", "location": "/s", "triples": 5_000_000_000, "profile": "generic"}, 3531,
+         ("not comparable", "the run's KG is read with the generic profile: it is not Freebase")),
+        (None, 3531, ("unverified", "the run did not record its KG, so it cannot be told from Freebase")),
+    ],
+)
+def test_a_run_compares_with_the_paper_only_on_the_papers_kg(kg, questions, expected):
+    (figure, _) = [f for f in FIGURES if f.benchmark == "cwq"]
+    assert verdict(figure, kg, questions) == expected
+
+
+def test_the_live_wikidata_service_is_wikidata_however_it_was_counted():
+    figure = next(f for f in FIGURES if f.benchmark == "qald10-en")
+    kg = {"kind": "remote", "endpoint": "https://query.wikidata.org/sparql", "triples": 100_000,
+          "lower_bounds": True, "profile": "wikidata"}
+    assert verdict(figure, kg, 333) == ("comparable", "the live Wikidata service (today's data, not the paper's copy)")
 
 
 async def test_creak_claims_score_as_accuracy(wikidata_local, wikidata_questions, tmp_path):

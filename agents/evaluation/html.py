@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from kg_mcp.agents.evaluation.papers import kg_words
 from kg_mcp.agents.evaluation.plots import all_plots
 from kg_mcp.agents.evaluation.rundir import trace_name
 from kg_mcp.agents.evaluation.summary import ROWS, RunData, fmt
@@ -27,6 +28,7 @@ LONG_LINES = 25  # tool outputs longer than this are folded
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]))
     env.filters["fmt"] = fmt
+    env.filters["kg_words"] = kg_words
     env.filters["as_json"] = lambda value: json.dumps(value, ensure_ascii=False, indent=1, default=str)
     return env
 

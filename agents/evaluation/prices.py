@@ -1,7 +1,9 @@
 """Dollars from tokens for a few well-known models, at their providers' list prices.
 
-Prices are US dollars per million tokens (input, output), standard tier, without caching or
-batch discounts, as published by OpenAI and Anthropic (checked 2025-10). A model not listed here
+Prices are US dollars per million tokens (input, output), standard tier, without batch
+discounts, as published by OpenAI and Anthropic (checked 2025-10). Prompt tokens read from the
+provider's cache cost less (OpenAI: a half, a quarter or a tenth of the input price by model;
+Anthropic: a tenth), and Anthropic bills those written to it at 1.25 times the input price. A model not listed here
 (a local model behind --base-url, a new release) gets no cost: reports then show tokens only
 and say so. Dated snapshots (`gpt-4o-mini-2024-07-18`) are priced as their model.
 """
@@ -19,27 +21,32 @@ AS_OF = "2025-10"
 class Price:
     input_per_million: float
     output_per_million: float
+    cached_share: float = 1.0  # the price of a prompt token read from the cache, as a share of input's
+    write_share: float = 1.0  # the price of one written to it
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input_per_million + output_tokens * self.output_per_million) / 1_000_000
+    def cost(self, input_tokens: int, output_tokens: int, cached: int = 0, written: int = 0) -> float:
+        """Dollars for `input_tokens` (of which `cached` read from and `written` to the prompt cache)."""
+        plain = input_tokens - cached - written
+        prompt = plain + cached * self.cached_share + written * self.write_share
+        return (prompt * self.input_per_million + output_tokens * self.output_per_million) / 1_000_000
 
 
 PRICES: dict[str, Price] = {
-    "gpt-4o": Price(2.50, 10.00),
-    "gpt-4o-mini": Price(0.15, 0.60),
-    "gpt-4.1": Price(2.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40),
-    "gpt-5": Price(1.25, 10.00),
-    "gpt-5-mini": Price(0.25, 2.00),
-    "gpt-5-nano": Price(0.05, 0.40),
-    "o3": Price(2.00, 8.00),
-    "o4-mini": Price(1.10, 4.40),
-    "claude-opus-4-1": Price(15.00, 75.00),
-    "claude-sonnet-4-5": Price(3.00, 15.00),
-    "claude-sonnet-4": Price(3.00, 15.00),
-    "claude-haiku-4-5": Price(1.00, 5.00),
-    "claude-3-5-haiku": Price(0.80, 4.00),
+    "gpt-4o": Price(2.50, 10.00, cached_share=0.5),
+    "gpt-4o-mini": Price(0.15, 0.60, cached_share=0.5),
+    "gpt-4.1": Price(2.00, 8.00, cached_share=0.25),
+    "gpt-4.1-mini": Price(0.40, 1.60, cached_share=0.25),
+    "gpt-4.1-nano": Price(0.10, 0.40, cached_share=0.25),
+    "gpt-5": Price(1.25, 10.00, cached_share=0.1),
+    "gpt-5-mini": Price(0.25, 2.00, cached_share=0.1),
+    "gpt-5-nano": Price(0.05, 0.40, cached_share=0.1),
+    "o3": Price(2.00, 8.00, cached_share=0.25),
+    "o4-mini": Price(1.10, 4.40, cached_share=0.25),
+    "claude-opus-4-1": Price(15.00, 75.00, cached_share=0.1, write_share=1.25),
+    "claude-sonnet-4-5": Price(3.00, 15.00, cached_share=0.1, write_share=1.25),
+    "claude-sonnet-4": Price(3.00, 15.00, cached_share=0.1, write_share=1.25),
+    "claude-haiku-4-5": Price(1.00, 5.00, cached_share=0.1, write_share=1.25),
+    "claude-3-5-haiku": Price(0.80, 4.00, cached_share=0.1, write_share=1.25),
 }
 
 _SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
@@ -65,10 +72,11 @@ def run_cost(usage: Mapping[str, Mapping[str, int]], models: Mapping[str, str | 
     total = 0.0
     for role, counts in usage.items():
         tokens_in, tokens_out = int(counts.get("input_tokens", 0)), int(counts.get("output_tokens", 0))
+        cached, written = int(counts.get("cached_input_tokens", 0)), int(counts.get("cache_write_tokens", 0))
         if not tokens_in and not tokens_out:
             continue
         price = price_of(models.get(role))
         if price is None:
             return None
-        total += price.cost(tokens_in, tokens_out)
+        total += price.cost(tokens_in, tokens_out, cached, written)
     return total

@@ -1,7 +1,8 @@
 """One evaluation run's folder: what was run, what finished, and a trace per answer.
 
-    DIR/run.json        the run's settings (benchmark, agent, models, selection, KG); a resumed run
-                        must match them
+    DIR/run.json        the run's settings (benchmark, agent, models, selection, KG) and the KG's
+                        kind, size and profile as its server told them at the start; a resumed run
+                        must match the settings
     DIR/results.jsonl   one JSON line per finished (question, repeat), appended as each finishes
     DIR/errors.jsonl    runs that failed (the model or the KG raised); retried on resume
     DIR/traces/         QUESTION-rREPEAT.jsonl, the driver's trace (report writes .html beside it)
@@ -61,6 +62,13 @@ class RunDir:
             return
         self.traces.mkdir(parents=True, exist_ok=True)
         self.manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def record(self, key: str, value: Any) -> None:
+        """Add `key` to run.json (what a run learns at its start: the KG's size), written whole."""
+        manifest = {**self.manifest(), key: value}
+        partial = self.manifest_path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(partial, self.manifest_path)
 
     def repair(self) -> None:
         """Cut a torn last line (a run killed while writing it)."""

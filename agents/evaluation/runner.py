@@ -12,6 +12,7 @@ then the start stops there.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -30,6 +31,8 @@ from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models import Model, Sampling
 from kg_mcp.agents.run import AgentResult
 from kg_mcp.agents.trace import Trace
+
+log = logging.getLogger(__name__)
 
 MAX_GOLD_LABELS = 50  # gold ids whose labels are looked up per question
 GIVE_UP_AFTER = 5  # failures in a row, with no success yet in this start: the model or KG is unreachable
@@ -89,6 +92,19 @@ class EvalStats:
     failed: int  # raised in this start (in errors.jsonl)
     seconds: float
     gave_up: bool = False  # stopped after GIVE_UP_AFTER failures and no success
+
+
+async def kg_stats(target: KGTarget) -> dict[str, Any] | None:
+    """The KG's kind, size and profile as its server reports them (kg://stats), for the comparison
+    with the papers' figures; None from a server that cannot say (it is then shown as unverified)."""
+    try:
+        async with target.client() as kg:
+            stats = await kg.stats()
+    except Exception as e:  # noqa: BLE001 - a server without kg://stats still runs the questions
+        log.warning("the KG's size could not be read (%s): paper figures will be shown as unverified", e)
+        return None
+    keep = ("kind", "profile", "triples", "lower_bounds", "location", "endpoint", "counts", "graphs")
+    return {k: stats[k] for k in keep if k in stats}
 
 
 async def answer(plan: EvalPlan, kg: KGClient, question: Question, model: Model, supervisor: Model | None, trace: Trace) -> AgentResult:
@@ -205,6 +221,8 @@ async def run_eval(
     started = time.perf_counter()
     folder = RunDir(plan.out)
     folder.start(plan.manifest())
+    if "kg_stats" not in folder.manifest():  # once per run: what its figures were measured on
+        folder.record("kg_stats", await kg_stats(plan.kg))
     folder.repair()
     done = folder.done()
     todo = [(q, r) for q in plan.questions for r in range(plan.repeat) if (q.id, r) not in done]

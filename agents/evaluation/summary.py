@@ -97,6 +97,8 @@ def summarise(run: RunData) -> dict[str, Any]:
         "agent": run.manifest.get("agent"),
         "model": run.manifest.get("model"),
         "supervisor": run.manifest.get("supervisor"),
+        "kg": run.manifest.get("kg_stats"),
+        "kg_described": run.manifest.get("kg"),
         "questions": len(questions),
         "answers": n,
         "repeats": len(repeats),
@@ -168,10 +170,12 @@ def fmt(value: Any, kind: str) -> str:
 
 
 def paper_lines(summary: dict[str, Any]) -> list[str]:
-    """The published figures on the run's benchmark beside the run's own, one line each."""
+    """The published figures on the run's benchmark beside the run's own, one line each, each with
+    both KGs, both question counts and whether they compare."""
     return [
-        f"{p['paper']}, {p['table']}, {p['model']}: {p['metric']} {fmt(p['paper_value'], 'pct')}; "
-        f"this run {fmt(p['ours'], 'pct')}"
+        f"{p['paper']}, {p['table']}, {p['model']}: {p['metric']} {fmt(p['paper_value'], 'pct')} "
+        f"on {p['paper_kg']}, {p['paper_questions']:,} questions; this run {fmt(p['ours'], 'pct')} on "
+        f"{p['run_kg']}, {p['run_questions']:,} questions: {p['comparable']} ({p['why']})"
         for p in summary.get("papers") or []
     ]
 

@@ -14,6 +14,7 @@ import anthropic
 from kg_mcp.agents.models.base import Message, Model, ModelError, Reply, Sampling, ToolCall, ToolSpec, Usage
 
 RESPOND_TOOL = "respond"
+CACHED = {"type": "ephemeral"}  # a prompt-cache breakpoint (the default five minutes)
 PLACEHOLDER_KEY = "not-needed"
 ANSWER_DESCRIPTION = "Give the answer."
 
@@ -78,7 +79,10 @@ class AnthropicModel(Model):
         system, turns = to_api_messages(messages)
         request: dict[str, Any] = {"model": self.name, "max_tokens": sampling.max_tokens, "messages": turns}
         if system:
-            request["system"] = system
+            # The system prompt and the tools before it are the same for every question of a run: one
+            # cache breakpoint after them, and each later request reads them from the prompt cache
+            # (billed at a tenth) instead of in full. Prompts under the model's minimum are not cached.
+            request["system"] = [{"type": "text", "text": system, "cache_control": CACHED}]
         api_tools = [to_api_tool(t) for t in tools or []]
         respond = None
         if json_schema is not None:
@@ -192,7 +196,13 @@ def from_api_reply(message: Any, *, respond_tool: str | None = None) -> Reply:
     return Reply(
         text=answer if answer is not None else "".join(texts),
         tool_calls=calls,
-        usage=Usage(input_tokens(usage), getattr(usage, "output_tokens", None) or 0, requests=1),
+        usage=Usage(
+            input_tokens(usage),
+            getattr(usage, "output_tokens", None) or 0,
+            requests=1,
+            cached_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+            cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        ),
         stop_reason=stop_reason,
     )
 

@@ -43,15 +43,19 @@ class ToolSpec:
 
 @dataclass
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0  # every prompt token, those read from or written to the provider's cache included
     output_tokens: int = 0
     requests: int = 0
+    cached_input_tokens: int = 0  # of input_tokens: read from the provider's prompt cache (billed lower)
+    cache_write_tokens: int = 0  # of input_tokens: written to it (Anthropic bills them higher)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

@@ -7,6 +7,7 @@ Retry-After) are the SDK's; what still fails is raised as ModelError with its HT
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -19,6 +20,7 @@ from kg_mcp.agents.models.strict_tools import drop_absent, strict_schema
 
 # Local servers usually ignore the key, but the SDK refuses to start without one.
 PLACEHOLDER_KEY = "not-needed"
+OPENAI_HOST = "api.openai.com"
 
 # Statuses with which a server says "I do not understand this request" (FastAPI-based ones use 422).
 _REJECTED = (400, 422)
@@ -51,9 +53,20 @@ class OpenAIChatModel(Model):
     a server that rejects it (400/422) is asked again once with the schema in the prompt instead,
     and this instance then stops sending `response_format`.
 
-    Tools go out with `strict: true` (kg_mcp.agents.models.strict_tools) when their schema allows
-    it; a server that rejects a request with strict tools (400/422) is asked again once without,
-    and this instance then offers its tools as they are.
+    Tools go out as the server publishes them: an optional argument is optional (not required),
+    so a model leaves it out rather than writing its default on every call. Strict function
+    calling (kg_mcp.agents.models.strict_tools), where the provider must check the arguments
+    against the schema, lists every argument as required (nullable); it is used only when asked
+    for (`strict_tools=True`, or OPENAI_STRICT_TOOLS=1 for a provider that requires it). A server
+    that rejects a request with strict tools (400/422) is then asked again once without, and this
+    instance offers its tools as they are from then on.
+
+    On OpenAI's own API each request carries a `prompt_cache_key` made from its system prompt and
+    tools, so the questions of one run share the provider's prompt cache: the system prompt and
+    tool list, the same for every question, are read from the cache after the first request
+    rather than processed in full (OpenAI caches prompt prefixes of 1,024 tokens or more on its own;
+    the key keeps one run's requests together). Other servers get no key (some refuse fields they
+    do not know).
     """
 
     def __init__(
@@ -64,11 +77,18 @@ class OpenAIChatModel(Model):
         api_key: str | None = None,
         max_retries: int = 4,
         timeout: float | None = None,
+        strict_tools: bool | None = None,
+        prompt_cache_key: bool | None = None,
     ):
         self.name = name
         self.client = openai_client(f"openai:{name}", base_url, api_key, max_retries, timeout)
         self.response_format_supported = True  # until a server says otherwise
-        self.strict_tools_supported = True  # likewise
+        if strict_tools is None:
+            strict_tools = os.environ.get("OPENAI_STRICT_TOOLS", "").lower() in ("1", "true", "yes")
+        self.strict_tools_supported = strict_tools  # asked for, and not refused by the server yet
+        if prompt_cache_key is None:
+            prompt_cache_key = self.client.base_url.host == OPENAI_HOST
+        self.prompt_cache_key = prompt_cache_key
 
     async def aclose(self) -> None:
         """Close the HTTP connections the client holds."""
@@ -85,6 +105,8 @@ class OpenAIChatModel(Model):
         request = {"model": self.name, "messages": to_api_messages(messages)}
         if tools:
             request["tools"] = [to_api_tool(t, strict=self.strict_tools_supported) for t in tools]
+        if self.prompt_cache_key:
+            request["prompt_cache_key"] = cache_key(messages, tools)
         request.update(sampling_options(sampling or Sampling()))
         if json_schema is None:
             return from_api_reply(await self._create(request, tools), tools)
@@ -161,6 +183,17 @@ def argument_text(call: ToolCall) -> str:
     return call.malformed if call.malformed is not None else json.dumps(call.arguments)
 
 
+def cache_key(messages: list[Message], tools: list[ToolSpec] | None) -> str:
+    """The same for every request that starts with the same system prompt and tools.
+
+    >>> cache_key([Message("system", "S"), Message("user", "q1")], None) == cache_key([Message("system", "S")], None)
+    True
+    """
+    system = "\n".join(m.content for m in messages if m.role == "system")
+    names = ",".join(t.name for t in tools or ())
+    return "kg-mcp-" + hashlib.sha256(f"{system}\n{names}".encode()).hexdigest()[:24]
+
+
 def to_api_tool(tool: ToolSpec, *, strict: bool = False) -> dict[str, Any]:
     """A tool for Chat Completions; with `strict`, in strict mode when its schema allows."""
     function = {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
@@ -222,6 +255,7 @@ def from_api_reply(completion: Any, tools: list[ToolSpec] | None = None) -> Repl
         if c is not None and c.name in schemas and c.malformed is None:
             c.arguments = drop_absent(c.arguments, schemas[c.name])
     usage = completion.usage
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
     return Reply(
         text=message.content or "",
         tool_calls=[c for c in calls if c is not None],
@@ -229,6 +263,7 @@ def from_api_reply(completion: Any, tools: list[ToolSpec] | None = None) -> Repl
             input_tokens=(getattr(usage, "prompt_tokens", None) or 0) if usage else 0,
             output_tokens=(getattr(usage, "completion_tokens", None) or 0) if usage else 0,
             requests=1,
+            cached_input_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
         ),
         stop_reason=choice.finish_reason or "stop",
     )

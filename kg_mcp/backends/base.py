@@ -240,5 +240,9 @@ class Backend(ABC):
     @abstractmethod
     def stats(self) -> StoreStats: ...
 
+    def prepare_lookups(self) -> None:
+        """Start, in the background, what name lookups need before the first one comes (an endpoint's
+        name index); nothing by default."""
+
     def close(self) -> None:
         """Release the store or connection."""

@@ -12,6 +12,7 @@ lookup ranks its candidates without a query per candidate.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import sqlite3
@@ -19,14 +20,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyoxigraph as ox
 from tqdm import tqdm
 
+from kg_mcp import deadline
 from kg_mcp.backends import graph_access
-from kg_mcp.backends.name_degrees import count_degrees
+from kg_mcp.backends.name_degrees import count_degrees, whole_degrees
 from kg_mcp.errors import EndpointError
 from kg_mcp.names.build import (
     FORMAT_VERSION,
@@ -51,6 +54,7 @@ QUICK_PAGE_S = 2.0
 _SMALLEST_PAGE = 500  # a page refused at this size ends the build
 DEGREE_BATCH = 200  # entities whose degrees one query counts (an endpoint's request stays small)
 BUILT_BY_COMMAND = "kg-mcp index"
+_LOOKUP_RESERVE_S = 2.0  # of a call's time limit, kept for the lookup after a wait for the index
 
 Solutions = Callable[[str], Sequence]
 
@@ -140,21 +144,31 @@ def build_endpoint_index(
     stop: threading.Event | None = None,
     read: list[int] | None = None,
     page: int = PAGE,
+    whole_degrees: bool = False,
 ) -> BuildReport:
     """Write the endpoint's name index to `path`, replacing an older one only once it is complete.
 
     `stop`, once set, ends the build at its next query (BuildStopped); `read` counts the labels read so far.
+    With `whole_degrees` (a small KG), degrees are counted by one aggregate query per direction over
+    the whole endpoint, on a thread of their own while the labels are read, rather than in batches
+    of entities afterwards (batches again if the engine refuses it).
     """
     started = time.perf_counter()
     run = _Counter(solutions, stop)
     path.parent.mkdir(parents=True, exist_ok=True)
+    whole = _Whole(run, profile, degree_cap) if whole_degrees else None
     with written_whole(path) as connection:
         start_index(connection)
         read = read if read is not None else [0]
         read[0] = 0
         names = insert_names(connection, _labels(run, profile, languages, counted, progress, read, page))
         entities = [e for (e,) in connection.execute("SELECT DISTINCT entity FROM names ORDER BY entity")]
-        set_degrees(connection, count_degrees(run, profile, entities, degree_cap, DEGREE_BATCH, progress))
+        counts = whole.result() if whole is not None else None
+        if counts is not None:
+            degrees = [(e, counts.get(e, 0)) for e in entities]
+        else:
+            degrees = count_degrees(run, profile, entities, degree_cap, DEGREE_BATCH, progress)
+        set_degrees(connection, degrees)
         extra = {
             "endpoint": url,
             "graphs": sorted(set(graphs)),
@@ -171,6 +185,28 @@ def build_endpoint_index(
     report = BuildReport(names, read[0], len(entities), run.queries, time.perf_counter() - started, path.stat().st_size)
     log.info("name index of %s: %s", url, report.summary())
     return report
+
+
+class _Whole:
+    """`whole_degrees` on a thread of its own; `result` waits for it (and raises what it raised)."""
+
+    def __init__(self, run: Solutions, profile: Profile, cap: int):
+        self._counts: dict[str, int] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._count, args=(run, profile, cap), name="kg-mcp-degrees", daemon=True)
+        self._thread.start()
+
+    def _count(self, run, profile, cap) -> None:
+        try:
+            self._counts = whole_degrees(run, profile, cap)
+        except BaseException as e:  # noqa: BLE001 - handed to the building thread by result()
+            self._error = e
+
+    def result(self) -> dict[str, int] | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._counts
 
 
 def _labels(
@@ -214,6 +250,28 @@ def _bar(what: str, total: int | None, progress: bool) -> tqdm:
 
 
 # --- which index to use ---------------------------------------------------------------------------
+
+
+@contextmanager
+def _one_build(path: Path, stop: threading.Event) -> Iterator[bool]:
+    """Hold the lock of `path`'s build (a file beside it, locked by the OS and let go when the process
+    ends); yields whether another process held it first (then its index is there, or it failed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as handle:
+        waited = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if stop.is_set():
+                    raise BuildStopped() from None
+                waited = True
+                time.sleep(0.2)
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -267,10 +325,18 @@ class EndpointNames:
 
     At open, only the cache is read (no request): an index that fits the endpoint, graphs and
     settings is used if it is younger than `name_index_max_age_days`, or whatever its age if
-    `kg-mcp index` built it (with a warning past that age). Otherwise, once the first lookup has
-    found that the engine has no text search (`start`), a thread counts the labels and aliases and,
-    up to `endpoint_index_max_labels`, builds the index; lookups use label queries until it is
-    there. A failed build leaves the previous index file as it was.
+    `kg-mcp index` built it (with a warning past that age). Otherwise `begin` (at server start,
+    else at the first lookup) starts a thread that asks whether the engine has a text search of
+    its own and, if not, counts the labels and aliases and, up to `endpoint_index_max_labels`,
+    builds the index. One build per endpoint and graphs runs on a machine at a time (a lock file
+    beside the cache): a second server waits for the first one's index and opens it. With `locks`
+    (kg_mcp.state, set by `serve`), one replica of a team builds at a time: the others answer with
+    label queries meanwhile and take the index file when it appears in the cache they share.
+
+    A lookup that comes while a small index is being built (up to `endpoint_index_wait_labels`
+    labels: seconds away) waits for it, until the build is `name_index_wait_s` old and within the
+    call's own time limit, and says so; lookups during a bigger build use label queries. A failed
+    build leaves the previous index file as it was.
     """
 
     def __init__(self, backend, settings, *, graphs: Sequence[str] | None = None):
@@ -284,10 +350,14 @@ class EndpointNames:
         self.path = endpoint_index_path(self.url, self.graphs)
         self.current: EndpointIndex | None = None
         self.note = ""  # why there is no index, or how far its build is
+        self.small = False  # a build a lookup waits for
         self._read = [0]
         self._counted: int | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._begun_at = 0.0
+        self._decided = threading.Event()  # whether a build runs, and whether it is small, is known
+        self._done = threading.Event()  # the thread has ended (with an index or without)
         self._stop = threading.Event()
         self.locks = None  # kg_mcp.state.SharedState: the build lock shared by replicas
         self._lease = None
@@ -300,32 +370,33 @@ class EndpointNames:
                                 "--rebuild", self.url, settings.name_index_max_age_days, self.url)
                 self.current = open_index(self.path)
 
-    def start(self) -> str:
-        """Build the index in the background, once (called when the engine turned out to have no text
-        search); returns what the lookup answering meanwhile says about it (see `status`).
-
-        With `locks` (kg_mcp.state, set by `serve`), one replica builds at a time: the others answer
-        with label queries meanwhile and take the index file when it appears in the cache they share."""
+    def begin(self) -> None:
+        """Prepare the index in the background, once: at server start, or at the first lookup."""
         with self._lock:
             if self.current is not None or self._thread is not None:
-                return self.status()
+                return
             if self.locks is not None:
                 if self._built_elsewhere():
-                    return ""
+                    return
                 lease = self.locks.try_lock(f"name-index:{index_key(self.url, self.graphs)}")
-                if lease is None:
+                if lease is None:  # another replica builds: asked again at the next lookup
                     if not self.note:
                         metrics.NAME_INDEX_BUILDS.labels("endpoint", "elsewhere").inc()
                     self.note = "the name index from the endpoint's labels is being built by another replica"
-                    return self.note
+                    return
                 if self._built_elsewhere():  # finished between the look and the lock
                     lease.release()
-                    return ""
+                    return
                 self._lease = lease
+            self._begun_at = time.monotonic()
             self.note = "the name index from the endpoint's labels is being built"
-            self._thread = threading.Thread(target=self._build, name="kg-mcp-endpoint-names", daemon=True)
+            self._thread = threading.Thread(target=self._prepare, name="kg-mcp-endpoint-names", daemon=True)
             self._thread.start()
-            return self.note
+
+    def start(self) -> str:
+        """`begin`, and what a lookup answering without the index says about it (see `status`)."""
+        self.begin()
+        return self.status()
 
     def _built_elsewhere(self) -> bool:
         """Take an index another replica built into the shared cache, if one fits and is young."""
@@ -342,50 +413,89 @@ class EndpointNames:
             return f"{self.note} ({self._read[0]:,} of {self._counted:,} labels read)"
         return self.note
 
+    def wait_for_small(self) -> float:
+        """Wait while a small index is being built (see the class docstring); returns the seconds waited."""
+        if self.current is not None or self._thread is None or self._done.is_set():
+            return 0.0
+        started = time.monotonic()
+        end = self._begun_at + self._settings.name_index_wait_s
+        left = deadline.left()
+        if left is not None:  # the lookup itself needs a moment of the call's time too
+            end = min(end, started + left - _LOOKUP_RESERVE_S)
+        if self._decided.wait(max(0.0, end - time.monotonic())) and self.small:
+            self._done.wait(max(0.0, end - time.monotonic()))
+        return time.monotonic() - started
+
     def wait(self, timeout: float | None = None) -> EndpointIndex | None:
         if self._thread is not None:
             self._thread.join(timeout)
         return self.current
 
-    def _build(self) -> None:
+    def _prepare(self) -> None:
         with graph_access.reading(self._graph_set):  # this thread reads the graphs the index is for
-            self._build_here()
+            self._prepare_here()
 
-    def _build_here(self) -> None:
-        backend, settings, profile = self._backend, self._settings, self._backend.profile
-        cap = settings.endpoint_index_max_labels
+    def _prepare_here(self) -> None:
         try:
-            counted = count_labels(
-                backend._solutions, [*profile.label_predicates, *profile.alias_predicates], settings.languages, cap
-            )
-            if counted > cap:
-                self.note = f"the endpoint has more than {cap:,} labels: its name index is built by kg-mcp index --sparql URL"
-                log.warning("%s has more than %s labels and aliases: find_entities uses label queries there; "
-                            "build its name index with kg-mcp index --sparql %s", self.url, f"{cap:,}", self.url)
+            # An engine with a text search of its own answers lookups with it: no index is built.
+            if self._backend._text_engine() != "labels":
+                self.note = ""
                 return
-            self._counted = counted
-            log.warning("building the name index of %s (%s labels and aliases; cached in %s)", self.url,
-                        f"{counted:,}", self.path)
-            with metrics.name_index_build("endpoint"):
-                build_endpoint_index(
-                    backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
-                    languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
-                    read=self._read,
-                )
-            self.current = open_index(self.path)
-            self.note = ""
+            with _one_build(self.path, self._stop) as other:
+                if other:  # another kg-mcp built it meanwhile: its index, if it fits
+                    self._reopen()
+                    return
+                self._build()
         except BuildStopped:
             self.note = "the name index build was stopped"
         except (EndpointError, OSError, sqlite3.Error) as e:
-            if fits(read_index_meta(self.path), self.url, self.graphs, profile, settings.languages):
-                self.current, self.note = open_index(self.path), ""  # the previous one, past its age
-                log.warning("cannot rebuild the name index of %s (%s): the previous one is used", self.url, e)
-                return
-            self.note = "the name index could not be built"
-            log.warning("cannot build the name index of %s (%s): find_entities uses label queries", self.url, e)
+            self._build_failed(e)
         finally:
             if self._lease is not None:
                 self._lease.release()
+            self._decided.set()
+            self._done.set()
+
+    def _reopen(self) -> None:
+        meta = read_index_meta(self.path)
+        if fits(meta, self.url, self.graphs, self._backend.profile, self._settings.languages):
+            self.current, self.note = open_index(self.path), ""
+        else:
+            self.note = "another kg-mcp server's build of the name index did not finish"
+
+    def _build(self) -> None:
+        backend, settings, profile = self._backend, self._settings, self._backend.profile
+        cap = settings.endpoint_index_max_labels
+        counted = count_labels(
+            backend._solutions, [*profile.label_predicates, *profile.alias_predicates], settings.languages, cap
+        )
+        if counted > cap:
+            self.note = f"the endpoint has more than {cap:,} labels: its name index is built by kg-mcp index --sparql URL"
+            log.warning("%s has more than %s labels and aliases: find_entities uses label queries there; "
+                        "build its name index with kg-mcp index --sparql %s", self.url, f"{cap:,}", self.url)
+            return
+        self._counted = counted
+        self.small = counted <= settings.endpoint_index_wait_labels
+        self._decided.set()
+        log.warning("building the name index of %s (%s labels and aliases; cached in %s)", self.url,
+                    f"{counted:,}", self.path)
+        with metrics.name_index_build("endpoint"):
+            build_endpoint_index(
+                backend._solutions, self.path, url=self.url, graphs=self.graphs, profile=profile,
+                languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
+                read=self._read, whole_degrees=self.small,
+            )
+        self.current = open_index(self.path)
+        self.note = ""
+
+    def _build_failed(self, error: Exception) -> None:
+        profile, settings = self._backend.profile, self._settings
+        if fits(read_index_meta(self.path), self.url, self.graphs, profile, settings.languages):
+            self.current, self.note = open_index(self.path), ""  # the previous one, past its age
+            log.warning("cannot rebuild the name index of %s (%s): the previous one is used", self.url, error)
+            return
+        self.note = "the name index could not be built"
+        log.warning("cannot build the name index of %s (%s): find_entities uses label queries", self.url, error)
 
     def close(self) -> None:
         self._stop.set()

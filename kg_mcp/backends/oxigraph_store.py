@@ -40,6 +40,7 @@ class OxigraphBackend(SparqlBackend):
         self.location = location
         self.path = path  # the store's directory; None for an in-memory store
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
+        self._label_set = frozenset(self._label_nodes)
         self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
@@ -73,7 +74,12 @@ class OxigraphBackend(SparqlBackend):
         with self._names_lock:
             self._semantic = self._semantic or SemanticNames(index)
         nearest = self._semantic.nearest(name, max(limit * 2, 10))
-        return "name index, then nearest names by embedding", [(ox.NamedNode(m.entity), m.kind, m.order, m.degree) for m in nearest]
+        return "name index, then nearest names by embedding", [
+            (ox.NamedNode(m.entity), m.kind, m.order, m.degree, m.shown) for m in nearest
+        ]
+
+    def _lookup_index(self) -> NameIndex | None:
+        return self._names
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
@@ -92,11 +98,18 @@ class OxigraphBackend(SparqlBackend):
 
     def _relations_with_label(self, node):
         most = min(_COUNTED_HERE, self.count_cap - 1)
-        counts = self._read(store_patterns.predicate_counts, self.store, node, self._hidden(node, None), most)
-        if counts is None:  # too many edges to count here
+        read = self._read(store_patterns.predicate_counts, self.store, node, self._hidden(node, None), most, self._label_set)
+        if read is None:  # too many edges to count here
             return super()._relations_with_label(node)
+        counts, labels = read
+        own: dict = {}
+        if node not in self._label_cache:  # its labels came with its edges: chosen as _labels_here would
+            wanted = {*self.settings.languages, ""}
+            for predicate, literal in labels:
+                if isinstance(literal, ox.Literal) and (literal.language or "") in wanted:
+                    self._consider_label(own, node, predicate, literal)
         way = {True: Direction.OUTGOING, False: Direction.INCOMING}
-        return [(p, way[outgoing], n) for (p, outgoing), n in counts.items()], self._labels_here([node])
+        return [(p, way[outgoing], n) for (p, outgoing), n in counts.items()], own
 
     def _hidden(self, node: ox.NamedNode, predicates) -> Callable[[str], bool] | None:
         """The test leaving out bookkeeping predicates, as `_queries.visible` writes it (None: keep all)."""

@@ -196,18 +196,35 @@ class RemoteBackend(SparqlBackend):
         if key not in self._names_by_graphs:
             from kg_mcp.backends.endpoint_names import EndpointNames
 
-            self._names_by_graphs[key] = EndpointNames(self, self.settings, graphs=sorted(graphs))
+            names = EndpointNames(self, self.settings, graphs=sorted(graphs))
+            names.locks = self.names.locks
+            self._names_by_graphs[key] = names
         return self._names_by_graphs[key]
+
+    def _lookup_index(self):
+        here = self._names_here()
+        current = here.current if here is not None else None
+        return current.index if current is not None else None
+
+    def prepare_lookups(self) -> None:
+        if self.names is not None:
+            self.names.begin()
 
     def _name_matches(self, name: str, limit: int):
         here = self._names_here()
+        waited = 0.0
+        if here is not None and here.current is None and self._text_engine() == "labels":
+            here.begin()  # at server start, or now
+            waited = here.wait_for_small()
         names = here.current if here is not None else None
+        took = f"; this lookup waited {waited:.1f} s for it" if waited >= 0.05 else ""
         if names is not None:
-            method = f"name index ({names.age_text()} from the endpoint's labels)"
+            method = f"name index ({names.age_text()} from the endpoint's labels{took})"
             return method, self._indexed_matches(names.index, name, limit)
         engine = self._text_engine()
         if engine == "labels" and here is not None:
-            note = here.start()  # in the background: label queries answer until it is built
+            note = here.status()  # in the background: label queries answer until it is built
+            note += f" (waited {waited:.1f} s)" if took else ""
             method, matches = self._engine_matches(engine, name, limit)
             return (f"{method}; {note}" if note else method), matches
         return self._engine_matches(engine, name, limit)
@@ -228,7 +245,7 @@ class RemoteBackend(SparqlBackend):
             # "oceans" "Ocean's". A bounded label scan that ignores accents and apostrophes does.
             found = dict(self._loose_label_matches(name, limit * 4))
             method += f" found nothing; then {_LOOSE_METHOD}"
-        return method, [(n, m, 0, None) for n, m in found.items()]
+        return method, [(n, m, 0, None, None) for n, m in found.items()]
 
     def _loose_label_matches(self, name: str, limit: int) -> list[tuple[ox.NamedNode, str]]:
         """Labels that begin with `name` once both are folded (kg_mcp.names.fold): the whole name first."""

@@ -45,7 +45,9 @@ _XSD = "http://www.w3.org/2001/XMLSchema#"
 _YEAR = 9  # Wikibase time precisions: 9 year, 10 month, 11 day (lower: decade, century, ...)
 _MONTH = 10
 # A name matcher's answer: (entity, match kind, order within the kind, degree a name index recorded or None).
-Match = tuple[ox.NamedNode, str, int, int | None]
+# (entity, match kind, order within the kind, degree or None, its label as the name index knows it: the
+# text, the id of the index row holding it, or None; see kg_mcp.names.index.NameMatch.shown)
+Match = tuple[ox.NamedNode, str, int, int | None, str | int | None]
 
 
 def with_precision(value: Term | None, precision: Term | None) -> Term | None:
@@ -381,8 +383,11 @@ class SparqlBackend(Backend):
 
     # --- names -----------------------------------------------------------------------------------
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
-        # Predicates are named by their property entity (wdt:P19 by wd:P19).
-        carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
+        # Predicates are named by their property entity (wdt:P19 by wd:P19); in most profiles, themselves.
+        if self.profile.property_entity is None:
+            carrier = {t: t for t in terms if isinstance(t, ox.NamedNode)}
+        else:
+            carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
         missing = sorted({c for c in carrier.values() if c not in self._label_cache}, key=str)
         if missing:
             best = self._best_literals(missing, self.label_predicates)
@@ -449,10 +454,13 @@ class SparqlBackend(Backend):
             found[node] = ("id", 0)
         method, matches = self._name_matches(name, limit)
         recorded: dict[ox.NamedNode, int] = {}  # degrees a name index holds: no need to count them
-        for n, match, edits, degree in matches:
+        shown: dict[ox.NamedNode, str | int] = {}  # labels it holds
+        for n, match, edits, degree, label in matches:
             found.setdefault(n, (match, edits))
             if degree is not None:
                 recorded.setdefault(n, degree)
+            if label is not None:
+                shown.setdefault(n, label)
         order = self._MATCH_RANK
         # Degrees rank hits within a match class; count them only for the classes that fill `limit`.
         candidates: list[ox.NamedNode] = []
@@ -463,14 +471,29 @@ class SparqlBackend(Backend):
         degrees = {**self._degrees([n for n in candidates if n not in recorded]), **recorded}
         # Ties keep the matcher's order (for label queries: the order the store gave).
         ranked = sorted(candidates, key=lambda n: (order[found[n][0]], found[n][1], -degrees[n]))[:limit]
-        labels = self.labels(ranked)  # only for the hits shown: each costs a query or two
-        descriptions = self.descriptions(ranked)
+        labels, descriptions = self._hit_texts(ranked, shown)  # only for the hits shown
         return Lookup([EntityHit(n, labels.get(n), descriptions.get(n), degrees[n], found[n][0]) for n in ranked], method)
+
+    def _hit_texts(self, nodes: list[ox.NamedNode], shown: dict) -> tuple[dict, dict]:
+        """Labels and descriptions of a lookup's hits: from the name index where it keeps them (no read
+        of the KG), else read (a query or two each)."""
+        index = self._lookup_index()
+        rows = {n: label for n, label in shown.items() if isinstance(label, int) and n in nodes}
+        held = index.label_of(list(dict.fromkeys(rows.values()))) if index is not None and rows else {}
+        labels = {n: label for n in nodes if isinstance(label := shown.get(n), str) or (label := held.get(rows.get(n)))}
+        labels.update(self.labels([n for n in nodes if n not in labels]))
+        if index is not None and index.details.get("descriptions") == "none":
+            return labels, {}  # the file the store was loaded from had no description line: known without asking
+        return labels, self.descriptions(nodes)
+
+    def _lookup_index(self) -> NameIndex | None:
+        """The name index lookups are answered from (None: none)."""
+        return None
 
     def _indexed_matches(self, index: NameIndex, name: str, limit: int) -> list[Match]:
         """(entity, match kind, order within the kind, degree recorded or None) from a name index."""
         pool = max(limit * 2, 10)  # candidates per tier whose degrees are compared
-        return [(ox.NamedNode(m.entity), m.kind, m.order, m.degree) for m in index.lookup(name, pool, fill=limit)]
+        return [(ox.NamedNode(m.entity), m.kind, m.order, m.degree, m.shown) for m in index.lookup(name, pool, fill=limit)]
 
     def _name_matches(self, name: str, limit: int) -> tuple[str, list[Match]]:
         """(method, [(entity, match kind, order within the kind, degree recorded or None)]): the exact
@@ -479,7 +502,7 @@ class SparqlBackend(Backend):
         if len(found) < limit:
             for n, match in self._fuzzy_matches(name, limit * 4):
                 found.setdefault(n, match)
-        return self._label_method(), [(n, m, 0, None) for n, m in found.items()]
+        return self._label_method(), [(n, m, 0, None, None) for n, m in found.items()]
 
     def _label_method(self) -> str:
         return "label queries (exact, case-insensitive, prefix)" if self.label_scan else "exact label query"

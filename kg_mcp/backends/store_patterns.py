@@ -52,23 +52,34 @@ def edges(
 
 
 def predicate_counts(
-    store: ox.Store, node: ox.NamedNode, hidden: Callable[[str], bool] | None, most: int
-) -> dict[tuple[ox.NamedNode, bool], int] | None:
-    """{(predicate, outgoing): edges} around `node`, outgoing first; None past `most` edges in all."""
+    store: ox.Store,
+    node: ox.NamedNode,
+    hidden: Callable[[str], bool] | None,
+    most: int,
+    keep: frozenset[ox.NamedNode] = frozenset(),
+) -> tuple[dict[tuple[ox.NamedNode, bool], int], list[tuple[ox.NamedNode, Term]]] | None:
+    """({(predicate, outgoing): edges} around `node`, outgoing first; the (predicate, object) of its
+    outgoing edges along `keep`), or None past `most` edges in all. `keep` names the label
+    predicates: their edges are read anyway, so the node's own label costs no second read."""
     counts: dict[tuple[ox.NamedNode, bool], int] = {}
+    kept: list[tuple[ox.NamedNode, Term]] = []
     seen = 0
     for outgoing in (True, False):
         quads = store.quads_for_pattern(node, None, None, DEFAULT_GRAPH) if outgoing else store.quads_for_pattern(None, None, node, DEFAULT_GRAPH)
+        # Counted per predicate, then tested against `hidden` once per predicate: a node has few.
+        per_predicate: dict[ox.NamedNode, int] = {}
         for quad in quads:
             seen += 1
             if seen > most:
                 return None
             p = quad.predicate
-            if hidden is not None and hidden(p.value):
-                continue
-            key = (p, outgoing)
-            counts[key] = counts.get(key, 0) + 1
-    return counts
+            per_predicate[p] = per_predicate.get(p, 0) + 1
+            if outgoing and p in keep:
+                kept.append((p, quad.object))
+        for p, n in per_predicate.items():
+            if hidden is None or not hidden(p.value):
+                counts[(p, outgoing)] = n
+    return counts, kept
 
 
 def labels(

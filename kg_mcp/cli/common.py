@@ -114,10 +114,14 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
         raise ConfigError(f"Bad setting: {problems}") from None
 
 
-def _open(store, sparql_url, wikidata, profile, settings):
+def _open(store, sparql_url, wikidata, profile, settings, shared=None):
     from kg_mcp.backends import open_backend
 
-    return open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
+    backend = open_backend(store=store, sparql=sparql_url, wikidata=wikidata, profile=profile, settings=settings)
+    if shared is not None and getattr(backend, "names", None) is not None:
+        backend.names.locks = shared  # one replica builds an endpoint's name index at a time
+    backend.prepare_lookups()  # an endpoint's name index is built while the server starts, not at the first lookup
+    return backend
 
 
 class _Group(click.Group):

@@ -132,9 +132,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     from kg_mcp.state import open_shared_state
 
     shared = open_shared_state(redis_url, tool_timeout_s=settings.tool_timeout_s)  # a bad URL fails before the store opens
-    backend = _open(store, sparql_url, wikidata, profile, settings)
-    if getattr(backend, "names", None) is not None:
-        backend.names.locks = shared  # one replica builds an endpoint's name index at a time
+    backend = _open(store, sparql_url, wikidata, profile, settings, shared)
     server = build_server(backend, backend.settings, auth=auth, audit=audit, graph_access=access, shared=shared)
     if transport != "stdio":
         where = getattr(backend, "location", None) or getattr(backend, "url", "")
@@ -217,9 +215,12 @@ def _any_server_options(func):
 @click.option("--degrees", is_flag=True,
               help="With --store: also record each entity's degree, so lookups rank without reading the store "
                    "(an endpoint's index always has them).")
+@click.option("--from", "sources", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="With --store: read the names, their degrees and labels from the N-Triples files the store was "
+                   "loaded from (repeatable), as kg-mcp load does: at scale much quicker than reading the store.")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
 @click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
-def index(store, sparql_url, rebuild, degrees, profile, languages):
+def index(store, sparql_url, rebuild, degrees, sources, profile, languages):
     """(Re)build the name index that `find_entities` looks names up in, of a store or an endpoint.
 
     `kg-mcp load` builds a store's with the store, and a store without one gets it on first open;
@@ -234,6 +235,8 @@ def index(store, sparql_url, rebuild, degrees, profile, languages):
         return
     if chosen_graphs() or rebuild:
         raise ConfigError("--graph and --rebuild go with --sparql; a store's index is always rebuilt.")
+    if sources and degrees:
+        raise ConfigError("--from records the degrees already; --degrees reads them from the store instead.")
     settings = _settings(languages, False)
     import pyoxigraph as ox
 
@@ -244,6 +247,18 @@ def index(store, sparql_url, rebuild, degrees, profile, languages):
     except OSError as e:
         raise ConfigError(f"Cannot open the store at {store}: {e}") from e
     chosen = store_profile(opened, profile)
+    if sources:
+        from kg_mcp.names import index_path
+        from kg_mcp.names.scan import index_from_text
+        from kg_mcp.names.store_index import store_stamp
+
+        try:
+            count = index_from_text(list(sources), index_path(store), chosen, settings.languages, store_stamp(opened))
+        except ValueError as e:
+            raise ConfigError(f"Cannot index {store} from its files: {e}") from None
+        click.echo(f"name index of {store}: {count:,} names with degrees and labels, from {len(sources)} file(s) "
+                   f"({chosen.name} profile)", err=True)
+        return
     count = build_store_index(opened, store, profile=chosen, languages=settings.languages)
     click.echo(f"name index of {store}: {count:,} names ({chosen.name} profile)", err=True)
     if degrees:

@@ -39,7 +39,7 @@ _BATCH = 50_000
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE names(id INTEGER PRIMARY KEY, entity TEXT NOT NULL, label TEXT NOT NULL, folded TEXT NOT NULL,
-                   alias INTEGER NOT NULL, degree INTEGER);
+                   alias INTEGER NOT NULL, degree INTEGER, label_id INTEGER);
 """
 # Each FTS5 table is merged into one segment once filled ('optimize'): a word is then looked up
 # in one b-tree, not in each of the segments left by the inserts (a third of an exact name's lookup).
@@ -136,22 +136,30 @@ def insert_names(connection: sqlite3.Connection, names: Iterable[tuple[str, str,
     count = 0
     names = iter(names)
     while batch := list(islice(names, _BATCH)):
-        rows = _folded(batch)
-        connection.executemany("INSERT INTO names(entity, label, folded, alias) VALUES (?, ?, ?, ?)", rows)
-        count += len(rows)
+        count += len(insert_batch(connection, batch))
     return count
 
 
-def _folded(batch: list[tuple[str, str, int]]) -> list[tuple[str, str, str, int]]:
+def insert_batch(connection: sqlite3.Connection, batch: list[tuple[str, str, int]]) -> list[int]:
+    """Add one batch of (entity, name, alias) rows; returns, for each row added (in id order), the
+    position in `batch` of the name it came from."""
+    rows, sources = _folded(batch)
+    connection.executemany("INSERT INTO names(entity, label, folded, alias) VALUES (?, ?, ?, ?)", rows)
+    return sources
+
+
+def _folded(batch: list[tuple[str, str, int]]) -> tuple[list[tuple[str, str, str, int]], list[int]]:
     # A name repeated (in several languages) makes repeated rows: lookups keep one hit per entity.
     texts = [text for _, text, _ in batch]
-    rows = []
-    for (entity, text, alias), folded, joined in zip(batch, fold_many(texts), fold_joined_many(texts)):
+    rows, sources = [], []
+    for i, ((entity, text, alias), folded, joined) in enumerate(zip(batch, fold_many(texts), fold_joined_many(texts))):
         if folded:
             rows.append((entity, text, folded, alias))
+            sources.append(i)
         if joined and joined != folded:
             rows.append((entity, text, joined, alias))
-    return rows
+            sources.append(i)
+    return rows, sources
 
 
 def finish_index(

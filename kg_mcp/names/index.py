@@ -7,6 +7,7 @@ or two edits of the typed ones. The backend orders each tier by degree.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
@@ -47,6 +48,9 @@ class NameMatch:
     # Herbert, as a word typed alone is mostly a surname or a title's last, key word.
     completes: bool = True
     degree: int | None = None  # recorded in the index by its builder; None: the backend counts it
+    # The entity's best label, where the index knows it: the text (this name is it), or the id of the
+    # row that holds it (`label_of` reads it); None: the backend reads it.
+    shown: str | int | None = None
 
     @property
     def order(self) -> int:
@@ -71,10 +75,14 @@ class NameIndex:
         self._db = connection
         self._lock = threading.Lock()  # one connection, shared by the server's worker threads
         self.where = where
-        # An index written before degrees were recorded has no such column: read as unknown.
+        # An index written before degrees (or label rows) were recorded has no such column: read as unknown.
         columns = {row[1] for row in connection.execute("PRAGMA table_info(names)")}
         self._degree = "n.degree" if "degree" in columns else "NULL"  # names are read as `names n`
+        self._label_id = "n.label_id" if "label_id" in columns else "NULL"
         self._pairs = has_word_pairs(connection)
+        meta = dict(connection.execute("SELECT key, value FROM meta WHERE key = 'details'").fetchall())
+        # What the index keeps for hits besides names (kg_mcp.names.details): {} when nothing.
+        self.details: dict = json.loads(meta["details"]) if meta.get("details") else {}
 
     @classmethod
     def open(cls, path: str | Path) -> NameIndex:
@@ -116,13 +124,16 @@ class NameIndex:
     def _whole(self, name: str, folded: str, pool: int) -> list[NameMatch]:
         # Best connected first where the index records degrees (else NULLs: the order of the rows).
         rows = self._rows(
-            f"SELECT n.entity, n.label, n.alias, {self._degree} FROM names n WHERE n.folded = ? "
+            f"SELECT n.id, n.entity, n.label, n.alias, {self._degree}, {self._label_id} FROM names n WHERE n.folded = ? "
             f"ORDER BY {self._degree} DESC, n.id LIMIT ?",
             (folded, pool * 4),
         )
         return [
-            NameMatch(entity, label, "alias" if alias else "exact" if label == name else "folded", degree=degree)
-            for entity, label, alias, degree in rows
+            NameMatch(
+                entity, label, "alias" if alias else "exact" if label == name else "folded", degree=degree,
+                shown=_shown(row_id, label, label_id),
+            )
+            for row_id, entity, label, alias, degree, label_id in rows
         ]
 
     def _words(self, words: list[str], pool: int, known: set[str], fill: int) -> list[NameMatch]:
@@ -225,20 +236,20 @@ class NameIndex:
         # words' rowids, so only the names kept are read, however many share a common word. Two
         # rows per name kept, as an entity may match by its label and an alias.
         rows = self._rows(
-            f"SELECT n.entity, n.label, n.folded, {self._degree} FROM "
+            f"SELECT n.id, n.entity, n.label, n.folded, {self._degree}, {self._label_id} FROM "
             f"(SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid LIMIT ?) AS m "
             f"JOIN names n ON n.id = m.rowid & {_NAME_ID} ORDER BY m.rowid",
             (query, pool * 2),
         )
         out: dict[str, NameMatch] = {}
-        for entity, label, folded, degree in rows:
+        for row_id, entity, label, folded, degree, label_id in rows:
             if entity not in known and entity not in out:
                 # "War" finds War Horse before Warlock; "Parcs" finds Paris before Paris, Texas.
                 if kind == "words":
                     looser = typed[-1] not in folded.split()
                 else:
                     looser = folded.count(" ") + 1 > len(typed)
-                out[entity] = NameMatch(entity, label, kind, edits, looser, degree=degree)
+                out[entity] = NameMatch(entity, label, kind, edits, looser, degree=degree, shown=_shown(row_id, label, label_id))
         return list(out.values())[:pool]
 
     def near_words(self, word: str, *, short: bool = False) -> dict[str, int]:
@@ -297,9 +308,21 @@ class NameIndex:
         )
         return {t for (t,) in rows}
 
+    def label_of(self, row_ids: list[int]) -> dict[int, str]:
+        """The names of rows by id: the best labels that `NameMatch.shown` points to."""
+        if not row_ids:
+            return {}
+        marks = ",".join("?" * len(row_ids))
+        return dict(self._rows(f"SELECT id, label FROM names WHERE id IN ({marks})", tuple(row_ids)))
+
     def labels(self, cap: int) -> list[tuple[str, str]]:
         """(entity, name) pairs, at most `cap` of them: what the semantic fallback compares with."""
         return self._rows("SELECT entity, label FROM names LIMIT ?", (cap,))
+
+
+def _shown(row_id: int, label: str, label_id: int | None) -> str | int | None:
+    """`NameMatch.shown` of a row: its own name when it is its entity's best label, else that row's id."""
+    return None if label_id is None else label if label_id == row_id else label_id
 
 
 def _completed(matches: list[NameMatch], typed: list[str], prefix: bool = False) -> list[NameMatch]:

@@ -8,14 +8,18 @@ store's profile indexes, else the index is built from the store as before.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sqlite3
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from kg_mcp.names.build import finish_index, insert_names, start_index
+from kg_mcp.names.build import finish_index, insert_batch, start_index, written_whole
+from kg_mcp.names.details import TextDetails
 from kg_mcp.profiles import DETECTION_PROBES, GENERIC, PROFILES, Profile
+from kg_mcp.settings import Settings
 
 SCANNED_FILE = ".kg-mcp-names.scanned"  # in the staging copy until the load ends, then the index file
 _BATCH = 50_000
@@ -44,6 +48,14 @@ def name_predicates() -> tuple[dict[str, int], set[str]]:
     return {p: min(f) for p, f in flags.items()}, {p for p, f in flags.items() if len(f) > 1}
 
 
+def noted_predicates() -> list[str]:
+    """Every profile's description predicates: their lines are noted for the hits' descriptions and,
+    where a profile hides them (Freebase's common.topic.description), for its degrees
+    (kg_mcp.names.details), but they name nothing."""
+    descriptions = {p for profile in PROFILES.values() for p in profile.description_predicates}
+    return sorted(descriptions - set(name_predicates()[0]))
+
+
 class NameScan:
     """Collects the name lines of N-Triples chunks (cut anywhere) into a new index database."""
 
@@ -55,13 +67,16 @@ class NameScan:
         self._probes_seen: set[str] = set()
         self._probes = [(probe, f"<{probe}>".encode()) for _, probe in DETECTION_PROBES]
         self._flags, self._ambiguous = name_predicates()
-        alternatives = b"|".join(re.escape(p.encode()) for p in sorted(self._flags))
+        self.details = TextDetails([*sorted(self._flags), *noted_predicates()], languages)
+        self._code = {p.encode(): i for i, p in enumerate(self.details.predicates)}
+        alternatives = b"|".join(re.escape(p.encode()) for p in self.details.predicates)
         # subject IRI, predicate, the string's body, then @language or ^^<datatype>
         self._line = re.compile(
             rb'\n[ \t]*<([^>\n]*)>[ \t]+<(' + alternatives + rb')>[ \t]+"((?:[^"\\\n]|\\.)*)"(@[A-Za-z0-9-]+)?'
         )
         self._carry = b"\n"
         self._pending: list[tuple[str, str, int]] = []
+        self._pending_details: list[tuple[int, int, int]] = []  # (node key, language rank, predicate) of each
         self.seen: set[str] = set()
         self.count = 0
         self.seconds = 0.0  # spent here (much of it while pyoxigraph loads the same file)
@@ -78,11 +93,17 @@ class NameScan:
 
     def _scan(self, data: bytes) -> None:
         self._probes_seen.update(probe for probe, iri in self._probes if probe not in self._probes_seen and iri in data)
-        languages, flags, pending = self._languages, self._flags, self._pending
+        if b"\r" in data:  # CRLF lines: as the edge counter reads lines, and as pyoxigraph reads them
+            data = data.replace(b"\r", b"")
+        self.details.edges.feed(data.split(b"\n")[1:])
+        languages, flags, pending, details, code = self._languages, self._flags, self._pending, self.details, self._code
         for subject, predicate, body, tag in self._line.findall(data):
-            if tag.lower()[1:].decode() not in languages:
-                continue
+            key, noted = hash(b"<" + subject + b">"), code[predicate]
+            details.line(key, noted)
+            language = tag.lower()[1:].decode()
             predicate = predicate.decode()
+            if language not in languages or predicate not in flags:
+                continue
             self.seen.add(predicate)
             # Invalid UTF-8 fails the load itself (pyoxigraph's error, with its line): not raised here.
             entity, text = subject.decode(errors="replace"), body.decode(errors="replace")
@@ -91,6 +112,7 @@ class NameScan:
             if "\\" in entity:
                 entity = _unescape(entity)
             pending.append((entity, text, flags[predicate]))
+            self._pending_details.append((key, details.language_rank(language), noted))
         if len(pending) >= _BATCH:
             self._flush()
 
@@ -98,8 +120,12 @@ class NameScan:
         self._db.close()
 
     def _flush(self) -> None:
-        self.count += insert_names(self._db, self._pending)
+        sources = insert_batch(self._db, self._pending)
+        noted = [self._pending_details[i] for i in sources]
+        self.details.rows([k for k, _, _ in noted], [lang for _, lang, _ in noted], [p for _, _, p in noted])
+        self.count += len(sources)
         self._pending.clear()
+        self._pending_details.clear()
 
     def end_of_source(self) -> None:
         """The last line of a file may have no line break."""
@@ -126,7 +152,11 @@ class NameScan:
     def _finish_words(self, profile: Profile) -> None:
         started = time.perf_counter()
         self._flush()
-        finish_index(self._db, profile.label_predicates, profile.alias_predicates, self._language_list, "", self.count)
+        details = self.details.apply(self._db, profile, Settings().degree_cap)
+        finish_index(
+            self._db, profile.label_predicates, profile.alias_predicates, self._language_list, "", self.count,
+            extra={"details": details},
+        )
         self._finished_for = profile.name
         self.seconds += time.perf_counter() - started
 
@@ -137,3 +167,24 @@ class NameScan:
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'stamp'", (json.dumps(stamp),))
         self._db.commit()
         return self.count
+
+
+def index_from_text(
+    paths: Sequence[Path], index_file: Path, profile: Profile, languages: Sequence[str], stamp: str, chunk: int = 1 << 20
+) -> int:
+    """Write a store's name index (with its names' degrees and labels) from the N-Triples files the
+    store was loaded from, replacing `index_file` once complete; returns the names. At scale this
+    costs a read of the files instead of a read of the store in random order."""
+    with written_whole(index_file) as connection:
+        scan = NameScan(connection, languages)
+        for path in paths:
+            with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as source:
+                while data := source.read(chunk):
+                    scan.feed(data)
+            scan.end_of_source()
+        if not scan.matches(profile):
+            raise ValueError(
+                f"the names in {', '.join(map(str, paths))} are not those of the {profile.name} profile: "
+                "build the index from the store (without --from)"
+            )
+        return scan.finish(profile, stamp)

@@ -62,22 +62,35 @@ class Namer:
         self.backend = backend
         self.settings = settings
         self._labels: dict[Term, str] = {}
-        self.nested = Nested(backend, self.id, settings.max_nested_chars)
+        self._nested: Nested | None = None  # made at the first blank node: most calls have none
         self.whole_chars = MAX_VALUE_CHARS  # a literal's text in the structured content is cut here
         self.add(terms)
 
+    @property
+    def nested(self) -> Nested:
+        if self._nested is None:
+            self._nested = Nested(self.backend, self.id, self.settings.max_nested_chars)
+        return self._nested
+
     def add(self, terms: Iterable[Term]) -> None:
-        terms = list(dict.fromkeys(terms))
-        todo = [t for t in terms if isinstance(t, ox.NamedNode) and t not in self._labels]
+        todo, blank = [], []
+        for t in dict.fromkeys(terms):  # one pass: every call of every tool names its terms here
+            if isinstance(t, ox.NamedNode):
+                if t not in self._labels:
+                    todo.append(t)
+            elif isinstance(t, ox.BlankNode):
+                blank.append(t)
         if todo:
             self._labels.update(self.backend.labels(todo))
-        self.nested.add(t for t in terms if isinstance(t, ox.BlankNode))
+        if blank:
+            self.nested.add(blank)
 
     def label(self, term: Term) -> str | None:
         """A node's label; a blank node's inline description where its handle is the id shown."""
-        if isinstance(term, ox.BlankNode):
+        label = self._labels.get(term)
+        if label is None and isinstance(term, ox.BlankNode):
             return self.description(term) if self.blank_handles(term) else None
-        return self._labels.get(term)
+        return label
 
     def description(self, term: ox.BlankNode) -> Described:
         self.nested.add([term])
@@ -214,6 +227,9 @@ def cell(text: str | None, settings: Settings) -> str:
     if not text:
         return ""
     limit = settings.max_nested_chars if isinstance(text, Described) else settings.max_cell_chars
+    # Most cells are short and hold nothing to escape: four scans cost less than the replacements.
+    if len(text) <= limit and not ("\\" in text or "|" in text or "\n" in text or "\r" in text):
+        return str(text)
     shown = cut_text(text, limit)
     mark = ""
     if shown is not text:

@@ -41,29 +41,32 @@ def get_relations(backend: Backend, settings: Settings, entity: str) -> ToolOutp
     if not counts:
         backend.require(node, entity)
     namer = Namer(backend, settings, [node, *(c.predicate for c in counts)])
+    # Rows as plain data, validated once with the result in pydantic's compiled core.
     rows = [
-        RelationRow(
-            relation=relation_name(namer, c.predicate, c.direction),
-            label=namer.predicate_label(c.predicate),
-            triples=c.count,
-            exact=c.exact,
-        )
+        {
+            "relation": relation_name(namer, c.predicate, c.direction),
+            "label": namer.predicate_label(c.predicate),
+            "triples": c.count,
+            "exact": c.exact,
+        }
         for c in counts
     ]
     n_out = sum(1 for c in counts if c.direction is Direction.OUTGOING)
     head = f"relations of {namer.heading(node)}: {n_out} outgoing, {len(rows) - n_out} incoming (~ = walked backwards)."
     foot = ""
-    if not all(r.exact for r in rows):
+    if not all(c.exact for c in counts):
         foot = f"\nN+: a hub, counted among its first {backend.count_cap:,} edges in that direction."
     text, shown = capped_table(
         head,
         ("relation", "label", "triples"),
-        [(r.relation, r.label, str(r.triples) if r.exact else f"{r.triples}+") for r in rows],
+        [(r["relation"], r["label"], str(r["triples"]) if r["exact"] else f"{r['triples']}+") for r in rows],
         settings,
         "Use explore_kg on the relations you need.",
         foot,
     )
-    data = RelationsResult(entity=namer.out(node), relations=rows[:shown], total=len(rows), shown=shown)
+    data = RelationsResult.model_validate(
+        {"entity": namer.term(node), "relations": rows[:shown], "total": len(rows), "shown": shown}
+    )
     return ToolOutput(text, data)
 
 

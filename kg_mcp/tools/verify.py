@@ -130,8 +130,11 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
 
     def verdict(status: Status, reason: str, evidence=(), total: int = 0) -> HopVerdict:
         said = "".join(f"; {quoted(a.name)} names {len(a.ids)} entities ({', '.join(a.ids)}), each checked" for a in ambiguous)
-        return HopVerdict(claim=echo, status=status, reason=reason + said, evidence=list(evidence), evidence_total=total,
-                          ambiguous=ambiguous)
+        # Plain data, validated once in pydantic's compiled core (not a model per term in Python).
+        return HopVerdict.model_validate({
+            "claim": echo, "status": status, "reason": reason + said, "evidence": list(evidence),
+            "evidence_total": total, "ambiguous": ambiguous,
+        })
 
     try:
         subjects = _entities(backend, claim.subject)
@@ -243,8 +246,9 @@ def _chain_text(namer: Namer, chain: list[entailment.Link]) -> str:
     return "; ".join(f"{namer.value_text(l.subject)} {namer.id(l.predicate)} {namer.value_text(l.object)}" for l in chain)
 
 
-def _chain_evidence(namer: Namer, chain: list[entailment.Link]) -> list[Evidence]:
-    return [Evidence(subject=namer.out(l.subject), relation=namer.id(l.predicate), object=namer.out(l.object))
+def _chain_evidence(namer: Namer, chain: list[entailment.Link]) -> list[dict]:
+    """Evidence as plain data."""
+    return [{"subject": namer.term(l.subject), "relation": namer.id(l.predicate), "object": namer.term(l.object)}
             for l in chain[:MAX_EVIDENCE]]
 
 
@@ -288,6 +292,7 @@ def _arrow(relation: str, direction: Direction) -> str:
     return relation if direction is Direction.OUTGOING else f"~{relation}"
 
 
-def _evidence(namer: Namer, focus, relation: str, direction: Direction, value) -> Evidence:
+def _evidence(namer: Namer, focus, relation: str, direction: Direction, value) -> dict:
+    """An Evidence as plain data."""
     subject, obj = (focus, value) if direction is Direction.OUTGOING else (value, focus)
-    return Evidence(subject=namer.out(subject), relation=relation, object=namer.out(obj))
+    return {"subject": namer.term(subject), "relation": relation, "object": namer.term(obj)}
