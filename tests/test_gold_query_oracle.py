@@ -189,7 +189,7 @@ def test_the_read_only_guard_still_refuses_updates_written_the_papers_way():
     text = checked_query("SELECT ?x WHERE { ?x <p:q> ?y FILTER (?y = 1 OR ?y = 2 AND ?x != ?y) } ORDER BY xsd:datetime(?y)",
                          policy).text
     assert "( ( ?y = 1 ) || ( ( ?y = 2 ) && ( ?x != ?y ) ) )" in text
-    assert "ORDER BY ( <http://www.w3.org/2001/XMLSchema#dateTime> ( ?y ) )" in text
+    assert "ORDER BY ( <http://www.w3.org/2001/XMLSchema#dateTime>( ?y ) )" in text
     assert checked_query("SELECT ?or WHERE { ?or <p:q> 'OR' }", policy).text == 'SELECT ?or WHERE { ?or <p:q> "OR" . }'
 
 

@@ -124,10 +124,9 @@ async def test_structured_content_is_bounded_like_the_text_on_hub_calls(served):
             result = await client.call_tool(name, arguments)
             assert not result.is_error, (name, _text(result)[:300])
             size = len(json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":")))
-            # A search filtered to one property of one entity gives its values whole, up to
-            # max_value_chars more (kg_mcp.tools.search).
-            whole = name == "search" and len(arguments.get("properties_to_filter_for", [])) == 1 and "entity" in arguments
-            assert size <= bound + (settings.max_value_chars if whole else 0), (name, size)
+            # A search filtered to one property of one entity may pass the bound by the values it
+            # gives whole after the table (kg_mcp.tools.search); a hub's genres are short: no excuse.
+            assert size <= bound, (name, size)
             if "structured_cut" in result.structured_content:
                 cut.append(name)
     assert "verify" in cut  # what did not fit is said, not silently dropped

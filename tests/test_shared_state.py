@@ -203,6 +203,22 @@ def test_without_redis_the_trees_fail_clearly_and_the_rate_limit_falls_back():
         state.close()
 
 
+def test_a_long_calls_place_is_renewed_while_held_and_a_dead_replicas_comes_back(redis_url, monkeypatch):
+    """A long call may run past any fixed lease, yet a replica killed during one must not keep the
+    caller's place until that call's time limit (the team would refuse the caller's calls meanwhile)."""
+    monkeypatch.setattr(redis_store, "LEASE_S", 0.6)  # renewed every 0.2 s
+    holder, other = RedisState(redis_url), RedisState(redis_url)
+    try:
+        assert holder.take_place("long", "sub:eve", 1, 0.6, renewed=True)
+        time.sleep(1.5)  # well past the lease: still held, by renewal
+        assert other.take_place("long", "sub:eve", 1, 0.6) is None
+        holder.close()  # the holder dies without giving the place back
+        time.sleep(1.0)
+        assert other.take_place("long", "sub:eve", 1, 0.6) is not None
+    finally:
+        other.close()
+
+
 async def test_a_callers_long_calls_are_counted_on_every_replica(redis_url):
     """With Redis, a caller's share of long calls (half of KG_MCP_HEAVY_CALLS) holds over all the
     replicas together: a place it holds on another one is waited for, then refused at the deadline."""

@@ -75,6 +75,19 @@ def test_rows_capped_with_total(metaqa):
     assert ask.data.boolean is True
 
 
+def test_every_kind_of_call_runs_as_written_on_a_local_store(metaqa):
+    # The written text glues a call's bracket to its name: Oxigraph reads `CONCAT (`, `COALESCE (`
+    # and `BNODE ( )` as syntax errors.
+    query = (
+        'SELECT (CONCAT("a", STRAFTER(STR(?y), "entity/")) AS ?c) (COALESCE(?none, 7) AS ?k) (isBLANK(BNODE()) AS ?b) '
+        "(COUNT(*) AS ?n) (<http://www.w3.org/2001/XMLSchema#integer>(\"3\") AS ?i) "
+        "WHERE { <http://kg-mcp.local/entity/Jaws> <http://kg-mcp.local/relation/release_year> ?y } "
+        "GROUP BY ?y ?none"
+    )
+    out = sparql(metaqa, Settings(), query)
+    assert [[cell.id if cell else None for cell in row] for row in out.data.rows] == [["a1975", "7", "true", "1", "3"]]
+
+
 async def test_sparql_tool_off_by_default_and_store_unchanged(metaqa_store_dir):
     before = _tree_digest(metaqa_store_dir)
     backend = open_store(metaqa_store_dir)

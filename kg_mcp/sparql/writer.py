@@ -6,7 +6,9 @@ ASK forms and what they hold, and writes each back in one fixed spelling:
 
 - every IRI absolute, between < >, resolved here from the query's prefixes and BASE (no PREFIX
   and no BASE is sent), and checked by the policy (kg_mcp.sparql.policy) as written;
-- every keyword and symbol apart from its neighbours by a space, on one line, with no comment;
+- every keyword and symbol apart from its neighbours by a space, on one line, with no comment,
+  but for the bracket that opens a call, glued to the call's name (`CONCAT(`): Oxigraph 0.5 reads
+  `CONCAT (`, `COALESCE (` and `BNODE ( )` as errors;
 - strings in double quotes with their quotes, backslashes and line ends escaped by us; language
   tags, numbers and variables written by us from their values;
 - every expression that has an operator in brackets, so that no engine's precedence rules matter.
@@ -420,10 +422,10 @@ class Writer:
         else:
             raise _refuse(node)
 
-    def _expression_list(self, items) -> None:
-        """`( e1 , e2 )`; rdflib gives `()` as rdf:nil."""
+    def _expression_list(self, items, call: str = "") -> None:
+        """`( e1 , e2 )`, or `CALL( e1 , e2 )` glued to the name of a call; rdflib gives `()` as rdf:nil."""
         items = [] if isinstance(items, URIRef) else list(items)
-        self._emit("(")
+        self._emit(call + "(")
         for i, item in enumerate(items):
             if i:
                 self._emit(",")
@@ -433,7 +435,7 @@ class Writer:
     def _function(self, node: CompValue) -> None:
         iri = self._iri_of(node["iri"])
         self.policy.check_function(iri)
-        self._emit(self._checked_iri(iri), "(")
+        self._emit(self._checked_iri(iri) + "(")
         if field(node, "distinct"):
             self._emit("DISTINCT")
         for i, argument in enumerate(field(node, "expr") or []):
@@ -443,7 +445,7 @@ class Writer:
         self._emit(")")
 
     def _aggregate(self, node: CompValue) -> None:
-        self._emit(_AGGREGATES[node.name], "(")
+        self._emit(_AGGREGATES[node.name] + "(")
         if field(node, "distinct"):
             self._emit("DISTINCT")
         over = node["vars"]
@@ -462,12 +464,11 @@ class Writer:
             self._group(node["graph"])
             return
         if keyword in _LIST_BUILTINS:
-            self._emit(keyword)
-            self._expression_list(node["arg"])
+            self._expression_list(node["arg"], keyword)
             return
         if keyword not in _BUILTIN_ARGS:
             raise _refuse(node)
-        self._emit(keyword, "(")
+        self._emit(keyword + "(")
         first = True
         for name in _BUILTIN_ARGS[keyword]:
             if (argument := field(node, name)) is None:

@@ -67,9 +67,11 @@ class SharedState(ABC):
         """Spend one request of `key`'s bucket of `per_minute`: None if allowed, else seconds to wait."""
 
     @abstractmethod
-    def take_place(self, scope: str, key: str, cap: int, lease_s: float) -> str | None:
+    def take_place(self, scope: str, key: str, cap: int, lease_s: float, renewed: bool = False) -> str | None:
         """One of `cap` places of `key` under `scope` (e.g. a caller's long calls), held at most
-        `lease_s`: a token to give back, or None when all are taken."""
+        `lease_s` (`renewed`: at most `lease_s` after this process stops renewing it, so a call may
+        run longer and a dead replica's place still comes back): a token to give back, or None when
+        all are taken."""
 
     @abstractmethod
     def give_back_place(self, scope: str, key: str, token: str) -> None: ...

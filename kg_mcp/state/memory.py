@@ -51,7 +51,9 @@ class InProcessState(SharedState):
     async def rate_take(self, key: str, per_minute: int) -> float | None:
         return take_token(self._buckets, key, per_minute, time.monotonic())
 
-    def take_place(self, scope: str, key: str, cap: int, lease_s: float) -> str | None:
+    def take_place(self, scope: str, key: str, cap: int, lease_s: float, renewed: bool = False) -> str | None:
+        if renewed:
+            lease_s = float("inf")  # this process is the only holder; it gives every place back
         now = time.monotonic()
         with self._mutex:
             held = self._places.setdefault((scope, key), {})

@@ -14,7 +14,9 @@ key long or collide with another kind):
 - `kgmcp:rate:H` a caller's token bucket (tokens, time), refilled on Redis's own clock (replicas'
   clocks do not matter); expires once it would be full again.
 - `kgmcp:places:SCOPE:H` a caller's places (e.g. long calls in flight) as a sorted set of tokens by
-  lease end; expired ones are dropped before counting, so a dead replica's places come back.
+  lease end; expired ones are dropped before counting, so a dead replica's places come back. A
+  place taken `renewed` is renewed like a lock while its call runs: it outlives a long call, yet a
+  killed replica's comes back within its lease.
 
 Every command has a short socket timeout (TIMEOUT_S): a Redis that hangs cannot hold a call, and the
 event loop's rate-limit calls use the asyncio client.
@@ -83,6 +85,17 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
 return 1
 """
 
+_RENEW_PLACE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local ends = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not ends or tonumber(ends) <= now then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local ms = math.ceil(tonumber(ARGV[2]) * 1000)
+if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end
+return 1
+"""
+
 
 def hashed(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -119,8 +132,10 @@ class RedisState(SharedState):
         self._release = self.redis.register_script(_RELEASE)
         self._renew = self.redis.register_script(_RENEW)
         self._take_place = self.redis.register_script(_TAKE_PLACE)
+        self._renew_place = self.redis.register_script(_RENEW_PLACE)
         self._down_until, self._down_reason = 0.0, ""
         self._held: dict[str, str] = {}  # lock key -> token, renewed by _renewer
+        self._held_places: dict[tuple[str, str], float] = {}  # (places key, token) -> lease, renewed too
         self._held_mutex = threading.Lock()
         self._stop = threading.Event()
         self._renewer = threading.Thread(target=self._renew_loop, name="kg-mcp-redis-leases", daemon=True)
@@ -246,9 +261,15 @@ class RedisState(SharedState):
         while not self._stop.wait(LEASE_S / 3):
             with self._held_mutex:
                 held = list(self._held.items())
+                places = list(self._held_places.items())
             for key, token in held:
                 try:
                     self._renew(keys=[key], args=[token, int(LEASE_S * 1000)])
+                except redis.RedisError:
+                    pass
+            for (key, token), lease_s in places:
+                try:
+                    self._renew_place(keys=[key], args=[token, lease_s])
                 except redis.RedisError:
                     pass
 
@@ -268,15 +289,23 @@ class RedisState(SharedState):
             client = self._async[loop] = redis.asyncio.Redis.from_url(self.url, **self._async_options)
         return client
 
-    def take_place(self, scope: str, key: str, cap: int, lease_s: float) -> str | None:
-        token = uuid.uuid4().hex
+    def take_place(self, scope: str, key: str, cap: int, lease_s: float, renewed: bool = False) -> str | None:
+        token, places = uuid.uuid4().hex, f"{PREFIX}places:{scope}:{hashed(key)}"
+        if renewed:
+            lease_s = max(lease_s, LEASE_S)  # renewed every LEASE_S / 3
         with self._answering("places"):
-            taken = self._take_place(keys=[f"{PREFIX}places:{scope}:{hashed(key)}"], args=[cap, lease_s, token])
+            taken = self._take_place(keys=[places], args=[cap, lease_s, token])
+        if taken and renewed:
+            with self._held_mutex:
+                self._held_places[(places, token)] = lease_s
         return token if taken else None
 
     def give_back_place(self, scope: str, key: str, token: str) -> None:
+        places = f"{PREFIX}places:{scope}:{hashed(key)}"
+        with self._held_mutex:
+            self._held_places.pop((places, token), None)
         try:
-            self.redis.zrem(f"{PREFIX}places:{scope}:{hashed(key)}", token)
+            self.redis.zrem(places, token)
         except redis.RedisError:
             pass  # its lease runs out by itself
 

@@ -75,6 +75,7 @@ OUTPUT_MODELS = {
 # on a hub, too long to hold the event loop (see the lanes in register_tools).
 LIGHT_ROWS = 200
 PLACE_POLL_S = 0.05  # how often a long call waiting for its caller's place on another replica looks again
+PLACE_LEASE_S = 5.0  # a long call's place outlives its replica this long (renewed while the call runs)
 
 
 def register_tools(server: MCPServer, backend: Backend, settings: Settings, shared: SharedState | None = None) -> None:
@@ -121,7 +122,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         while True:
             try:
                 token = await anyio.to_thread.run_sync(
-                    shared.take_place, "long", caller, share, settings.tool_timeout_s + 5)
+                    partial(shared.take_place, "long", caller, share, PLACE_LEASE_S, renewed=True))
             except SharedStateError:
                 return None
             if token is not None:

@@ -200,6 +200,8 @@ def entailed(
     steps += [(q, IN) for q in inverses(backend, [p for p, _ in steps])]
     if OWL_SYMMETRIC in kinds:
         steps.append((predicate, IN))
+    if steps == [(predicate, OUT)] and len(subjects.parents) == len(starts) and len(objects.parents) == len(targets):
+        return None  # no sub-property, inverse, symmetry or owl:sameAs: the walk would be the direct check again
     hit = walk(backend, subjects.parents, steps, (), lambda v: v in objects.parents or matches(v))
     if hit.found is None:
         return None
