@@ -30,7 +30,7 @@ from kg_mcp.errors import ConfigError
 from kg_mcp.protocol.entities import entity_uri
 from kg_mcp.serving.tokens import new_token
 
-SECRET = "client-secret-" + "x" * 24
+CLIENT_SECRET = "client-secret-" + "x" * 24
 ALL_SCOPES = "kg:read kg:sparql graph:art graph:films"
 
 ART = "http://example.org/graph/art"
@@ -84,7 +84,7 @@ def kg_sources(backend: str, graph_files):
 
 
 def machine(client_id: str, scope: str) -> dict:
-    return {"client_id": client_id, "client_secret": SECRET, "grant_types": ["client_credentials"],
+    return {"client_id": client_id, "client_secret": CLIENT_SECRET, "grant_types": ["client_credentials"],
             "redirect_uris": [], "response_types": [], "scope": ALL_SCOPES}
 
 
@@ -120,6 +120,7 @@ def team(request, graph_files, provider):
         "alice": new_token("alice", ["kg:read", "kg:sparql", "graph:art"]),
         "bob": new_token("bob", ["kg:read", "kg:sparql", "graph:films"]),
         "carol": new_token("carol", ["kg:read"]),
+        "dave": new_token("dave", ["kg:read", "kg:sparql", "kg:all-graphs"]),
     }
     (work / "tokens.toml").write_text("\n".join(table for _, table in tokens.values()))
     (work / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
@@ -128,6 +129,8 @@ def team(request, graph_files, provider):
                "--audit-log", str(work / "audit.jsonl"), "--oauth-issuer", provider.issuer, "--public-url", resource]
     log = open(work / "server.log", "w")
     env = {**os.environ, "KG_MCP_CACHE": str(work / "cache")}
+    if backend == "store":  # the long calls in a worker process, the caller's graphs sent with each
+        env["KG_MCP_WORKER_PROCESSES"] = "1"
     process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
@@ -214,7 +217,7 @@ async def test_each_caller_reads_only_its_graphs(team):
     assert bob["Catch Me If You Can"] and not bob["Vincent van Gogh"]
     assert not alice[SECRET] and not bob[SECRET]
     if team["backend"] == "store":  # each graph's own name index, built by kg-mcp load --graph
-        assert "name index" in alice["methods"]["Vincent van Gogh"] and "name index" in bob["methods"]["Catch Me If You Can"]
+        assert "by name index)" in alice["methods"]["Vincent van Gogh"] and "by name index)" in bob["methods"]["Catch Me If You Can"]
     assert any("Q5582" in id for id in alice["completions"]["Vincent van"]) and not bob["completions"]["Vincent van"]
     assert "Catch_Me_If_You_Can" in bob["completions"]["Catch Me If"][0] and not alice["completions"]["Catch Me If"]
     assert not alice["completions"]["Secret Def"] and not bob["completions"]["Secret Def"]
@@ -257,7 +260,7 @@ async def test_two_machines_signed_in_by_oauth_each_read_their_graph(team):
     assert {"kg:read", "kg:sparql", "graph:art", "graph:films"} <= set(metadata["scopes_supported"])
     seen = {}
     for name in ("art-ci", "films-ci"):
-        auth = ClientCredentialsOAuthProvider(team["url"], Memory(), name, SECRET, issuer=team["issuer"])
+        auth = ClientCredentialsOAuthProvider(team["url"], Memory(), name, CLIENT_SECRET, issuer=team["issuer"])
         async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
             async with Client(streamable_http_client(team["url"], http_client=http)) as client:
                 found = {}
@@ -279,6 +282,25 @@ async def test_a_caller_granted_no_graph_is_told_so(team):
             assert "grants no graph" in (client.instructions or "")
             result = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
             assert result.is_error and "graph:art" in result.content[0].text
+
+
+async def test_every_graph_granted_is_every_graph_served_and_no_more(team):
+    """kg:all-graphs reads every graph the server serves: on the endpoint the secret's graph too, on the
+    store only its named graphs, never its default graph (no scope grants that)."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {team['tokens']['dave']}"}, timeout=60) as http:
+        async with Client(streamable_http_client(team["url"], http_client=http)) as client:
+            found = {}
+            for label in ("Vincent van Gogh", "Catch Me If You Can", SECRET):
+                result = await client.call_tool("find_entities", {"name": label})
+                found[label] = bool(result.structured_content["entities"])
+            marks = 'FILTER(CONTAINS(STR(?o), "Spielberg") || CONTAINS(STR(?o), "Zundert") || CONTAINS(STR(?s), "secret"))'
+            everything = await client.call_tool("sparql", {"query": f"SELECT ?s ?o WHERE {{ ?s ?p ?o {marks} }}"})
+            walked = await client.call_tool("search", {"entity": VAN_GOGH, "direction": "incoming"})
+    served = team["backend"] == "endpoint"
+    assert found == {"Vincent van Gogh": True, "Catch Me If You Can": True, SECRET: served}
+    rows = json.dumps(everything.structured_content)
+    assert "Spielberg" in rows and "Zundert" in rows and ("example.org/secret" in rows) == served
+    assert not walked.is_error and ("secret" in walked.content[0].text.lower()) == served
 
 
 def test_a_bad_graph_access_file_is_refused_in_our_words(tmp_path):

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from conftest import _oxigraph_serve, text_kb_as_ntriples
 from mcp import Client
 
-from kg_mcp.backends import open_endpoint
+from kg_mcp.backends import open_endpoint, open_store
 from kg_mcp.cli import main
 from kg_mcp.errors import ConfigError
-from kg_mcp.loading import load_sources
+from kg_mcp.loading import LoadError, load_sources
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 
@@ -23,6 +23,7 @@ MOVIES = "http://example.org/graph/movies"
 PEOPLE = "http://example.org/graph/people"
 FILM, FILM_NAME, DIRECTOR = "kg:In_Bloom", "In Bloom", "kg:Nana_Ekvtimishvili"  # MetaQA
 PERSON, PERSON_NAME = "kg:ludwig_ii_of_bavaria", "ludwig_ii_of_bavaria"  # PathQuestion
+ENTITIES = "http://kg-mcp.local/entity/"  # kg:
 
 
 @pytest.fixture(scope="module")
@@ -195,8 +196,8 @@ def test_graphs_from_the_environment_the_command_line_and_config(monkeypatch, tm
     bad = CliRunner().invoke(main, ["info", "--sparql", "http://127.0.0.1:9/sparql"])
     assert bad.exit_code != 0 and "KG_MCP_GRAPHS: 'movies' is not a graph IRI" in bad.output
     monkeypatch.delenv("KG_MCP_GRAPHS")
-    on_a_store = CliRunner().invoke(main, ["info", "--store", str(tmp_path / "none"), "--graph", MOVIES])
-    assert on_a_store.exit_code != 0 and "picks graphs of a SPARQL endpoint" in on_a_store.output
+    on_the_demo = CliRunner().invoke(main, ["info", "--graph", MOVIES])
+    assert on_the_demo.exit_code != 0 and "the demo KG has none" in on_the_demo.output
     snippet = CliRunner().invoke(main, ["config", "cursor", "--sparql", "http://127.0.0.1:9/sparql", "--graph", MOVIES])
     assert json.loads(snippet.stdout)["mcpServers"]["kg-mcp"]["args"][-2:] == ["--graph", MOVIES]
 
@@ -207,3 +208,53 @@ def test_the_bundle_option_reaches_the_server(oxigraph_url, sources):
     _, stats = anyio.run(served, host_env({"sparql_url": oxigraph_url, "graphs": f"{PEOPLE} "}))
     assert stats["graphs"] == f"the graphs chosen with --graph: {PEOPLE}"
     assert stats["triples"] == sources["triples"][PEOPLE]
+
+
+def test_a_store_loaded_into_named_graphs_reads_the_graphs_chosen(sources, tmp_path):
+    """`kg-mcp load --graph` puts each data set in its graph, with its own name index; --graph on the
+    store reads the graphs chosen only, through every tool, lookup and sparql; without --graph, a
+    store holding named graphs only reads them all, as an endpoint does."""
+    store = tmp_path / "store"
+    for graph, path in sources["files"].items():
+        report = load_sources([path], store, progress=False, graph=graph)
+        assert report.graph == graph and f"into <{graph}>" in report.summary()
+    backend = open_store(store, settings=Settings(graphs=[MOVIES], sparql_tool=True))
+    film_iri, person_iri = (f"<{ENTITIES}{name[3:]}>" for name in (FILM, PERSON))  # no kg: prefix in a store of N-Triples
+    (film, person, walked, absent, total, graphs, other), stats = call_all(backend, [
+        ("find_entities", {"name": FILM_NAME, "limit": 3}),
+        ("find_entities", {"name": PERSON_NAME, "limit": 3}),
+        ("follow", {"entity": film_iri, "path": ["directed_by"]}),
+        ("search", {"entity": person_iri}),
+        ("sparql", {"query": "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"}),
+        ("sparql", {"query": "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"}),
+        ("sparql", {"query": f"SELECT ?s WHERE {{ GRAPH <{PEOPLE}> {{ ?s ?p ?o }} }} LIMIT 5"}),
+    ])
+    assert f"| {film_iri} | {FILM_NAME} |" in film.content[0].text and "looked up by name index)" in film.content[0].text
+    assert "no entity has this name" in person.content[0].text and DIRECTOR[3:] in walked.content[0].text
+    assert absent.is_error and "not in the KG" in absent.content[0].text
+    assert f"| {sources['triples'][MOVIES]} |" in total.content[0].text
+    assert MOVIES in graphs.content[0].text and PEOPLE not in graphs.content[0].text
+    assert other.is_error and "is not one of the graphs this server reads" in other.content[0].text
+    assert stats["triples"] == sources["triples"][MOVIES] and MOVIES in stats["graphs"]
+    backend.close()
+
+    both = open_store(store)  # no --graph, no default graph: every named graph, as one
+    assert both.read_graphs == tuple(sorted([MOVIES, PEOPLE])) and both.stats().triples == sum(sources["triples"].values())
+    assert both.resolve_entity(f"<{ENTITIES}In_Bloom>") and both.resolve_entity(f"<{ENTITIES}{PERSON[3:]}>")
+    both.close()
+    with pytest.raises(ConfigError, match=f"no graph http://nope/g .*its named graphs: {MOVIES}, {PEOPLE}"):
+        open_store(store, settings=Settings(graphs=["http://nope/g"]))
+
+
+def test_a_load_into_a_graph_refuses_what_cannot_be_one_and_leaves_the_store(sources, tmp_path):
+    store = tmp_path / "store"
+    load_sources([sources["files"][MOVIES]], store, progress=False, graph=MOVIES)
+    quads = tmp_path / "people.nq"
+    quads.write_text(f'<http://x/a> <http://x/p> "1" <{PEOPLE}> .\n')
+    with pytest.raises(LoadError, match="names the graph of each statement itself"):
+        load_sources([quads], store, progress=False, graph=PEOPLE)
+    with pytest.raises(LoadError, match="bookkeeping graph"):
+        load_sources([sources["files"][PEOPLE]], store, progress=False, graph="urn:kg-mcp:meta")
+    kept = open_store(store)
+    assert kept.read_graphs == (MOVIES,) and kept.stats().triples == sources["triples"][MOVIES]
+    kept.close()

@@ -16,7 +16,7 @@ from kg_mcp.backends.oxigraph_store import OxigraphBackend, default_graph_empty,
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import ConfigError, EndpointError
 from kg_mcp.ids import Vocabulary
-from kg_mcp.names.store_index import open_store_index
+from kg_mcp.names.store_index import open_store_index, store_profile
 from kg_mcp.profiles import GENERIC, Profile, detect_profile, get_profile
 from kg_mcp.settings import Settings
 from kg_mcp.store_meta import read_meta
@@ -73,9 +73,9 @@ def open_store(
     path: str | Path, *, profile: str | None = None, settings: Settings | None = None, named_graphs: bool = False
 ) -> OxigraphBackend:
     """A store made by `kg-mcp load`, opened read-only (serving never writes). It is read through its
-    default graph, or through the named graphs of settings.graphs (--graph), or with `named_graphs`
-    and no --graph (a server whose callers each read their graphs, --graph-access) through every
-    named graph it holds, as an endpoint serves its data graphs."""
+    default graph, or through the named graphs of settings.graphs (--graph), or with no --graph
+    through every named graph it holds (as an endpoint serves its data graphs) where its default
+    graph is empty or `named_graphs` (a server whose callers each read their graphs, --graph-access)."""
     from kg_mcp.loading.atomic import recover_interrupted_swap
 
     path = Path(path)
@@ -88,8 +88,9 @@ def open_store(
         raise ConfigError(f"Cannot open the store at {path}: {e}") from e
     settings = settings or Settings()
     _check_graphs(store, path, settings.graphs)
-    if named_graphs and not settings.graphs:
-        settings = settings.model_copy(update={"graphs": _every_named_graph(store, path)})
+    if not settings.graphs and (named_graphs or default_graph_empty(store)):
+        every = _every_named_graph(store, path, required=named_graphs)
+        settings = settings.model_copy(update={"graphs": every}) if every else settings
     backend = _local_backend(store, str(path), profile, settings, path=str(path))
     # The default graph's index; named graphs have theirs (kg_mcp.backends.store_names).
     default_index = settings.name_index and not settings.graphs
@@ -97,14 +98,15 @@ def open_store(
     return backend
 
 
-def _every_named_graph(store: ox.Store, path: Path) -> list[str]:
+def _every_named_graph(store: ox.Store, path: Path, *, required: bool) -> list[str]:
+    """The store's data graphs, read as one where no --graph chooses; none `required` is refused."""
     graphs = named_data_graphs(store)
-    if not graphs:
+    if not graphs and required:
         raise ConfigError(
             f"--graph-access gives each caller named graphs of the store, and {path} holds none: load each "
             f"graph's data with: kg-mcp load FILE --store {path} --graph IRI"
         )
-    if not default_graph_empty(store):
+    if graphs and not default_graph_empty(store):
         log.warning("%s: callers read its named graphs (--graph-access), and none reads its default graph: "
                     "load that data with --graph IRI to grant it", path)
     return graphs
@@ -171,11 +173,9 @@ def _local_backend(
     store: ox.Store, location: str, profile: str | None, settings: Settings, *, path: str | None = None
 ) -> OxigraphBackend:
     meta = read_meta(store)
-    # The profile and the label predicates in use are read where the data is: the graphs chosen, else
-    # the default graph, else (a store loaded only with --graph) its named graphs.
-    looked_at = settings.graphs or (named_data_graphs(store) if default_graph_empty(store) else [])
-    probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location, graphs=looked_at)
-    chosen = get_profile(profile or meta.get("profile") or _detect(probe._boolean).name)
+    chosen = store_profile(store, profile)  # as the loads chose it for the name indexes
+    # The label predicates in use are those of the graphs read (settings.graphs, else the default graph).
+    probe = OxigraphBackend(store, GENERIC, Vocabulary(GENERIC), settings, location=location, graphs=settings.graphs)
     bare = [meta["relation_namespace"]] if meta.get("relation_namespace") else []
     vocab = Vocabulary(chosen, {**meta.get("prefixes", {}), **settings.prefixes}, bare)
     vocab.sources.update({ns: "store" for ns in [*meta.get("prefixes", {}).values(), *bare]})

@@ -89,12 +89,6 @@ class OxigraphBackend(SparqlBackend):
     def served_graphs(self) -> tuple[str, ...]:
         return self._served_graphs
 
-    def data_graphs(self) -> list[str]:
-        return named_data_graphs(self.store)
-
-    def default_graph_empty(self) -> bool:
-        return default_graph_empty(self.store)
-
     @property
     def read_graphs(self) -> tuple[str, ...]:
         return tuple(g.value for g in self._graph_terms() if isinstance(g, ox.NamedNode))
@@ -310,6 +304,8 @@ class OxigraphBackend(SparqlBackend):
     def stats(self):
         stats = super().stats()
         stats.details["location"] = self.location
+        if self.read_graphs:  # every count above is of these graphs
+            stats.details["graphs"] = f"the named graphs read: {', '.join(self.read_graphs)}"
         return stats
 
     def close(self) -> None:

@@ -33,9 +33,13 @@ def store_stamp(store: ox.Store) -> str:
 
 
 def store_profile(store: ox.Store, name: str | None = None) -> Profile:
-    """The profile named, else the one recorded in the store, else the one its predicates show."""
+    """The profile named, else the one recorded in the store, else the one its predicates show
+    anywhere in it (default graph and named graphs alike: one profile for the whole store, so that
+    the index a load builds for a graph set is the one a server reading those graphs expects)."""
     chosen = name or read_meta(store).get("profile")
-    return get_profile(chosen) if chosen else detect_profile(lambda query: bool(store.query(query)))
+    if chosen:
+        return get_profile(chosen)
+    return detect_profile(lambda query: bool(store.query(query, use_default_graph_as_union=True)))
 
 
 def graphs_index_path(store_dir: str | Path, graphs: Sequence[str]) -> Path:
