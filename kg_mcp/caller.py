@@ -49,6 +49,16 @@ def address_key(host: str | None) -> str:
     return f"addr:{ip}"
 
 
+def request_key(scope) -> str:
+    """The per-caller key of an HTTP request's ASGI scope: its signed-in subject once the SDK's auth
+    middleware has checked the token (scope["user"]), else its client's address. Keys the rate
+    limit and the session caps, so that a team behind one address, each signed in, count apart."""
+    token = getattr(scope.get("user"), "access_token", None)
+    if token is not None and token.subject:
+        return f"sub:{token.subject}"
+    return address_key((scope.get("client") or ("unknown", 0))[0])
+
+
 def caller_of(request) -> Caller:
     """The caller of the request being served: `request` is the transport's request (a Starlette
     request over HTTP, None over stdio and in-process); the signed-in token, when there is one, is

@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     timeout_s: float = Field(30.0, gt=0, description="per query on a remote endpoint, and per sparql query on a local store")
     query_workers: int = Field(2, ge=1, le=64, description="processes running sparql queries on a local store")
     retries: int = Field(3, ge=0, le=10, description="on 429/5xx and dropped connections")
-    rate_limit: int = Field(0, ge=0, description="HTTP requests a minute per client address (0: no limit)")
+    rate_limit: int = Field(0, ge=0, description="HTTP requests a minute per client: a signed-in caller, else an address (0: no limit)")
     contact: str = Field(
         "https://github.com/kg-mcp/kg-mcp",
         description="contact put in the User-Agent, as Wikimedia's policy asks (an URL or e-mail)",
@@ -145,7 +145,7 @@ class Settings(BaseSettings):
     max_connections: int = Field(0, ge=0, description="HTTP connections held at once (0: the open-file limit less a reserve)")
     max_connections_per_client: int = Field(256, ge=0, description="HTTP connections from one address (0: no cap)")
     max_sessions: int = Field(1000, ge=1, description="MCP sessions open at once on streamable HTTP, all clients together")
-    max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client address; its oldest idle one ends first")
+    max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client (a signed-in caller, else an address); its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
     trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
     # Replicas behind a load balancer (docs/team/deploy.md).

@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fault_proxy import kg_mcp_server
 from kg_mcp.serving.rate_limit import RateLimit
+from kg_mcp.serving.tokens import new_token
 
 TOKEN = "kgmcp-rate-limit-token-0123456789abcdef"
 LIMIT = 10
@@ -65,6 +66,29 @@ async def test_rate_limit_answers_429_per_client_over_http():
     out, err = server.output()
     assert out == ""  # logs on stderr only
     assert "answered 429" in err and TOKEN not in err and TOKEN[:12] not in err
+
+
+async def test_signed_in_callers_behind_one_address_have_their_own_limit_and_sessions(tmp_path):
+    """A team behind one address (one NAT), each with a named token: each is a client of its own for
+    the rate limit and the session caps, so one who floods or opens sessions moves nobody else."""
+    tokens = {name: new_token(name, ["kg:read"]) for name in ("ann", "ben")}
+    (tmp_path / "tokens.toml").write_text("\n".join(table for _, table in tokens.values()))
+    bearer = {name: {"Authorization": f"Bearer {token}"} for name, (token, _) in tokens.items()}
+    args = ("--rate-limit", str(LIMIT), "--max-sessions-per-client", "1", "--tokens", str(tmp_path / "tokens.toml"))
+    with kg_mcp_server(*args) as server:
+        http = _from("127.0.0.5", headers=bearer["ben"])
+        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+            async with _from("127.0.0.5", headers=bearer["ann"]) as ann:  # the same address
+                # Her session is her first: Ben's (busy or idle) is neither in the way nor ended for it.
+                opened = await ann.post(server.url, json=INITIALIZE, headers=HEADERS)
+                ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+                codes = [(await ann.post(server.url, json=ping, headers=HEADERS)).status_code for _ in range(LIMIT)]
+            result = await client.call_tool("find_entities", {"name": "Zundert"})  # Ben's bucket is his own
+            assert not result.is_error and "wd:Q9883" in result.content[0].text
+        assert opened.status_code == 200, opened.text
+        assert 429 not in codes[: LIMIT - 1] and codes[-1] == 429, codes
+        async with _from("127.0.0.5") as anonymous:  # no sign-in: the address's own bucket, untouched by both
+            assert (await anonymous.post(server.url, json=INITIALIZE, headers=HEADERS)).status_code == 401
 
 
 def test_rate_limit_flag_needs_http():

@@ -1,8 +1,8 @@
 """A query worker process (started by kg_mcp.backends.query_pool): `python -m kg_mcp.backends._query_worker FD`.
 
 It talks over the socket FD: first (path, nquads) to open the store, then (query, row_cap, graphs)
-requests (graphs: the named graphs that are the query's whole dataset, or None), each answered with (status, payload) in plain data, bounded in size (`shipped`). It
-exits when the socket closes.
+requests (graphs: the named graphs that are the query's whole dataset, or None), each answered
+with (status, payload) in plain data, bounded in size (`shipped`). It exits when the socket closes.
 
 A worker first leaves the network: it moves into a network namespace of its own, which holds
 only a loopback interface that is down, so no query (a SERVICE call the checks missed) can reach

@@ -211,7 +211,8 @@ class OxigraphBackend(SparqlBackend):
         languages = {lang: i for i, lang in enumerate(self.settings.languages)}
         order = {ox.NamedNode(p): i for i, p in enumerate(predicates)}
         best: dict[ox.NamedNode, tuple[tuple[int, int], str]] = {}
-        for node, predicate, literal in self._read(list, store_patterns.literals(self.store, nodes, list(order), self._graph_terms())):
+        read = store_patterns.literals(self.store, nodes, list(order), self._graph_terms())
+        for node, predicate, literal in self._read(list, read):
             lang = literal.language or ""
             rank = (languages.get(lang, len(languages) + bool(lang)), order[predicate])
             if node not in best or rank < best[node][0]:

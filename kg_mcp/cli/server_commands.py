@@ -40,7 +40,8 @@ log = logging.getLogger("kg_mcp")
 @click.option("--allow-host", "allowed_hosts", multiple=True, help="Extra Host header to accept, e.g. kg.example.org:443.")
 @click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
 @click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
-              help="HTTP/SSE: at most N requests a minute per client address, then 429 with Retry-After (default off; KG_MCP_RATE_LIMIT).")
+              help="HTTP/SSE: at most N requests a minute per client (a signed-in caller, else an address), then 429 with "
+                   "Retry-After (default off; KG_MCP_RATE_LIMIT).")
 @click.option("--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDR",
               help="A reverse proxy (address or network) whose X-Forwarded-For names the client; repeatable. "
                    "Without one, the peer address is the client (rate limits, caps).")
@@ -58,7 +59,8 @@ log = logging.getLogger("kg_mcp")
               help="HTTP/SSE: connections from one address (trusted proxies exempt) [256; 0: no cap].")
 @click.option("--max-sessions", type=click.IntRange(min=1), metavar="N", help="HTTP: MCP sessions open at once, all clients [1000].")
 @click.option("--max-sessions-per-client", type=click.IntRange(min=1), metavar="N",
-              help="HTTP: MCP sessions of one client address; opening one more ends its oldest idle one [64].")
+              help="HTTP: MCP sessions of one client (a signed-in caller, else an address); opening one more ends its "
+                   "oldest idle one [64].")
 @click.option("--session-idle-timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="HTTP: end an MCP session after S s without requests [1800].")
 @click.option("--stateless", is_flag=True, default=None,

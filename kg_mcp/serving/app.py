@@ -5,10 +5,11 @@ Outermost first, an HTTP request meets: the connection bounds (uvicorn's protoco
 request exists: kg_mcp.serving.connections), the count of its response's status
 (kg_mcp.serving.instrument), the Host and Origin check (kg_mcp.serving.guards), the operator's
 routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
-(kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the body cap and
-JSON-RPC checks (kg_mcp.serving.guards) and the session caps (kg_mcp.serving.sessions) before the
-SDK's transport. Every per-client bound is keyed by the client's address as kg_mcp.caller counts it
-(IPv6 per /64). With `stateless` the SDK keeps no MCP session and answers in one JSON body: every
+(kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the rate limit (once
+the token is read), the body cap and JSON-RPC checks (kg_mcp.serving.guards) and the session caps
+(kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the client's
+address as kg_mcp.caller counts it (IPv6 per /64), except that on the MCP endpoint the rate limit
+and the session caps count a signed-in caller (its subject) apart from its address. With `stateless` the SDK keeps no MCP session and answers in one JSON body: every
 request stands alone, so any replica behind a load balancer can take it, and another can take it
 again if the first dies (docs/team/deploy.md).
 """
@@ -60,7 +61,8 @@ def serve(
 ) -> None:
     """Run until interrupted. HTTP binds to loopback unless told otherwise; Host/Origin are allow-listed.
 
-    `rate_limit`: at most this many HTTP requests a minute from one client address (off when None/0).
+    `rate_limit`: at most this many HTTP requests a minute from one client (off when None/0): a signed-in
+    caller, else an address.
     `limits`: the HTTP layer's timeouts, connection and session caps and trusted proxies (kg_mcp.serving.limits).
     `stateless`: streamable HTTP without MCP sessions (the SDK's stateless mode).
     `readiness`: what /readyz checks (kg_mcp.serving.health).
@@ -74,9 +76,8 @@ def serve(
     limits = limits or HttpLimits()
     hosts, origins = _allowed_hosts_origins(host, port, allowed_hosts, allowed_origins)
     server.middleware.append(ToolCallMetrics(server))
-    app = _http_app(server, transport, host, limits, stateless)
-    if rate_limit:
-        app = RateLimit(app, rate_limit, shared=shared)
+    limiter = RateLimit(None, rate_limit, shared=shared) if rate_limit else None
+    app = _http_app(server, transport, host, limits, stateless, limiter)
     app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({})), hosts, origins))
     config = uvicorn.Config(
         app,
@@ -102,8 +103,12 @@ def serve(
     uvicorn.Server(config).run()
 
 
-def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLimits, stateless: bool = False):
-    """The SDK's Starlette app, its MCP endpoint wrapped (behind auth) in our id check and session caps.
+def _http_app(
+    server: MCPServer, transport: Transport, host: str, limits: HttpLimits, stateless: bool = False,
+    limiter: RateLimit | None = None,
+):
+    """The SDK's Starlette app, its MCP endpoint wrapped (behind auth) in our id check and session caps;
+    in front of it all, the rate limit (`limiter`), which counts the endpoint's requests by caller.
 
     Host/Origin are checked by HostOriginGuard in front of it: the SDK's own check is turned off.
     """
@@ -144,7 +149,12 @@ def _http_app(server: MCPServer, transport: Transport, host: str, limits: HttpLi
                 route.app.app = wrap(route.app.app)
             else:
                 route.app = wrap(route.app)
-            return app
+            if limiter is None:
+                return app
+            # After the SDK's auth middleware has read the token (before it refuses a request without one).
+            route.app = limiter.behind_sign_in(route.app, endpoint)
+            limiter.app = app
+            return limiter
     raise RuntimeError(f"the SDK's app has no {endpoint} route to guard")
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
 import time
 
-from kg_mcp.caller import address_key
+from kg_mcp.caller import request_key
 from kg_mcp.state import SharedStateError
 from kg_mcp.state.memory import take_token
 
@@ -19,15 +20,18 @@ class RateLimit:
 
     A client is its address as uvicorn reports it (the peer address, or X-Forwarded-For when the
     peer is a --trusted-proxy; none by default), IPv6 addresses counted per /64 (kg_mcp.caller;
-    the connection and session caps use the same identity). Each client has a token bucket
-    of `per_minute` requests that refills continuously, so short bursts pass and a steady stream
-    is held to the rate. It runs before auth: refused requests cost nothing downstream. Every HTTP
-    request counts (an MCP session's start takes two or three, then one per call).
+    the connection caps use the same identity). It runs before auth: refused requests cost nothing
+    downstream. The MCP endpoint is counted by its twin behind the SDK's auth middleware instead
+    (`behind_sign_in`): there a signed-in caller (a named token, an OAuth subject) is its own client,
+    whatever its address, and any other request counts against its address, as here. Each client has
+    a token bucket of `per_minute` requests that refills continuously, so short bursts pass and a
+    steady stream is held to the rate. Every HTTP request counts (an MCP session's start takes two
+    or three, then one per call).
     """
 
     MAX_CLIENTS = 10_000  # buckets kept; idle (full) ones are dropped first
 
-    def __init__(self, app, per_minute: int, clock=time.monotonic, shared=None):
+    def __init__(self, app, per_minute: int, clock=time.monotonic, shared=None, passing: frozenset[str] = frozenset()):
         if per_minute < 1:
             raise ValueError("per_minute must be at least 1")
         self.app = app
@@ -35,12 +39,21 @@ class RateLimit:
         self.clock = clock
         self.shared = shared  # kg_mcp.state: with Redis, one bucket per client across replicas
         self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
+        self.passing = passing  # paths counted behind sign-in instead (behind_sign_in)
         self._refused, self._warned_at = 0, float("-inf")
 
+    def behind_sign_in(self, app, path: str) -> RateLimit:
+        """The same limit (the same buckets) around `app`, the endpoint at `path` behind the SDK's auth
+        middleware, which counts that path from now on, keyed by caller (kg_mcp.caller.request_key)."""
+        self.passing = self.passing | {path}
+        twin = copy.copy(self)
+        twin.app, twin.passing = app, frozenset()
+        return twin
+
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("path") in self.passing:
             return await self.app(scope, receive, send)
-        client = address_key((scope.get("client") or ("unknown", 0))[0])
+        client = request_key(scope)
         wait = await self._wait(client)
         if wait is None:
             return await self.app(scope, receive, send)
