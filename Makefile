@@ -1,7 +1,8 @@
 # Two commands set everything up on a fresh machine (Python >= 3.11):
 #   make serve   install, then serve the demo KG over streamable HTTP on http://127.0.0.1:8000/mcp
 #   make test    install with the test extras, then run the whole test suite on two workers (pytest-xdist)
-#                (5-6 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
+#                (8-9 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
+#   make fuzz    the generated-input tests alone, at their full depth (10,000 cases per tool; minutes)
 #   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
 #   make docs    build the documentation site strictly into site/ (a broken link or a missing page fails)
 #   make docs-pages   rewrite the generated parts of docs/ pages (tool outputs, command help, settings)
@@ -11,9 +12,12 @@ BIN := $(VENV)/bin
 # Two workers for CI's 2 cores. Each worker starts its own Virtuoso and `oxigraph serve` and loads
 # its own stores, so the count is fixed rather than one per core of a bigger machine.
 TEST_WORKERS ?= 2
+# Generated cases per tool (tests/test_fuzz_tools.py) and whole loads per format (test_fuzz_load.py)
+# in `make test`, to keep the whole suite within CI's ten minutes; `make fuzz` runs the full depth.
+TEST_FUZZ ?= KG_FUZZ_CASES=3000 KG_FUZZ_LOAD_CASES=50
 NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1 oidc-provider@9.13
 
-.PHONY: serve test test-packaging install install-test install-docs docs docs-pages
+.PHONY: serve test fuzz test-packaging install install-test install-docs docs docs-pages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +55,10 @@ serve: install
 
 test: install-test
 	@# worksteal: a worker that runs out takes queued tests from the other (a few files take minutes)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/packaging $(ARGS)
+	$(TEST_FUZZ) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/packaging $(ARGS)
+
+fuzz: install-test
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests/test_fuzz_tools.py tests/test_fuzz_load.py $(ARGS)
 
 test-packaging: install-test
 	$(BIN)/python -m pytest -q tests/packaging $(ARGS)

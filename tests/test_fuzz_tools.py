@@ -22,7 +22,8 @@ Hypothesis runs the cases: it draws one 64-bit seed per case (each case distinct
 failure through note()) and the arguments are built from the seed with Python's random, from
 weighted pools. Structured strategies cost 1-5 ms a case to draw here, more than the tool calls
 themselves; a seed keeps 10,000 cases per tool within the time budget. KG_FUZZ_CASES=N runs more
-(or fewer). atheris was not used: libFuzzer takes over the process and its exit, which does not
+(or fewer): `make test` runs 3,000 per tool to keep the whole suite within CI's ten minutes, and
+`make fuzz` the full 10,000. atheris was not used: libFuzzer takes over the process and its exit, which does not
 sit inside a pytest run, and these targets are Python code whose escaping bugs random structured
 input finds as well as coverage guidance would.
 

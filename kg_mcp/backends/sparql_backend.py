@@ -457,8 +457,8 @@ class SparqlBackend(Backend):
         shown: dict[ox.NamedNode, str | int] = {}  # labels it holds
         for n, match, edits, degree, label in matches:
             found.setdefault(n, (match, edits))
-            if degree is not None:
-                recorded.setdefault(n, degree)
+            if degree is not None:  # counted to the cap the index was built with: this server's may be lower
+                recorded.setdefault(n, min(degree, self.settings.degree_cap))
             if label is not None:
                 shown.setdefault(n, label)
         order = self._MATCH_RANK
