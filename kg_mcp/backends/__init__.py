@@ -187,7 +187,5 @@ def _local_backend(
     )
 
 
-
-
 def _detect(ask) -> Profile:
     return detect_profile(ask)

@@ -31,7 +31,7 @@ class RateLimit:
 
     MAX_CLIENTS = 10_000  # buckets kept; idle (full) ones are dropped first
 
-    def __init__(self, app, per_minute: int, clock=time.monotonic, shared=None, passing: frozenset[str] = frozenset()):
+    def __init__(self, app, per_minute: int, clock=time.monotonic, shared=None):
         if per_minute < 1:
             raise ValueError("per_minute must be at least 1")
         self.app = app
@@ -39,7 +39,7 @@ class RateLimit:
         self.clock = clock
         self.shared = shared  # kg_mcp.state: with Redis, one bucket per client across replicas
         self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
-        self.passing = passing  # paths counted behind sign-in instead (behind_sign_in)
+        self.passing: frozenset[str] = frozenset()  # paths counted behind sign-in instead (behind_sign_in)
         self._refused, self._warned_at = 0, float("-inf")
 
     def behind_sign_in(self, app, path: str) -> RateLimit:
