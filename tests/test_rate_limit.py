@@ -14,17 +14,12 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conftest import INITIALIZE
 from fault_proxy import kg_mcp_server
 from kg_mcp.serving.rate_limit import RateLimit
 
 TOKEN = "kgmcp-rate-limit-token-0123456789abcdef"
 LIMIT = 10
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
-}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
