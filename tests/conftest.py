@@ -22,6 +22,15 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 WIKIDATA_SAMPLE = DATA / "wikidata-sample" / "wikidata-sample.nt"
 
+# A raw Streamable HTTP exchange, for the tests that speak the wire protocol without an SDK.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
 
 def _require(path: Path) -> Path:
     if not path.exists():

@@ -25,6 +25,7 @@ import time
 import anyio
 import httpx2
 import pytest
+from conftest import INITIALIZE
 from fault_proxy import Fault, FaultProxy, kg_mcp_server
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -207,12 +208,6 @@ async def test_failing_endpoint_does_not_stall_other_clients(proxy):
 
 # --- stdio: nothing but protocol on stdout, on errors and on Ctrl-C ------------------------------
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
-}
 
 
 class StdioServer:

@@ -20,18 +20,13 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conftest import INITIALIZE
 from fault_proxy import kg_mcp_server
 
 TOKEN = "kgmcp-hostile-http-token-0123456789abcdef"
 ENV = {"KGTOK": TOKEN}
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
-}
 
 
 def _serve(*args: str):

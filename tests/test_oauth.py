@@ -32,19 +32,12 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
-from conftest import free_port, wait_for_http
+from conftest import INITIALIZE, MCP_HEADERS, free_port, wait_for_http
 from oidc import Memory, Provider, sign_in, signing_key
 from kg_mcp.serving.oauth import REFETCH_S
 
 SECRET = "client-secret-" + "x" * 24
 SERVER_SECRET = "kg-mcp-introspects-" + "y" * 20
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
-}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 ALL_SCOPES = "kg:read kg:sparql"

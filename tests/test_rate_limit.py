@@ -14,18 +14,13 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conftest import INITIALIZE
 from fault_proxy import kg_mcp_server
 from kg_mcp.serving.rate_limit import RateLimit
 from kg_mcp.serving.tokens import new_token
 
 TOKEN = "kgmcp-rate-limit-token-0123456789abcdef"
 LIMIT = 10
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
-}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 

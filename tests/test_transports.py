@@ -20,20 +20,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import free_port, wait_for_http
+from conftest import INITIALIZE, MCP_HEADERS, free_port, wait_for_http
 from kg_mcp.server import build_server
 
 TOKEN = "kgmcp-test-token-0123456789abcdef"  # 32+ characters, as a real deployment would use
 assert len(TOKEN) >= 32
 TOOLS = {"search", "get_relations", "explore_kg", "verify", "find_entities"}
 DEMO_TTL = Path(__file__).resolve().parents[1] / "kg_mcp" / "demo" / "demo.ttl"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}},
-}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 def kg_mcp_cmd(*args: str) -> list[str]:
