@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -188,3 +189,16 @@ def cache_dir() -> Path:
     if os.environ.get("KG_MCP_CACHE"):
         return Path(os.environ["KG_MCP_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kg-mcp"
+
+
+def read_toml_file(path: Path, what: str) -> dict:
+    """The TOML document at `path` (the server's `what`, e.g. "tokens file"), or a ConfigError that
+    says why it could not be read."""
+    from kg_mcp.errors import ConfigError
+
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"Cannot read the {what} {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"The {what} {path} is not valid TOML: {e}") from None

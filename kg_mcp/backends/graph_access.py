@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import tomllib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,15 +106,10 @@ class GraphAccess:
 
 def read_graph_access(path: str | Path) -> GraphAccess:
     """The --graph-access file at `path`, or a ConfigError saying what to fix."""
-    from kg_mcp.settings import graph_iri_problem
+    from kg_mcp.settings import graph_iri_problem, read_toml_file
 
     path = Path(path)
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"Cannot read the graph-access file {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"The graph-access file {path} is not valid TOML: {e}") from None
+    document = read_toml_file(path, "graph-access file")
     if set(document) != {"scopes"} or not isinstance(document["scopes"], dict) or not document["scopes"]:
         raise ConfigError(
             f'The graph-access file {path} holds one table, [scopes], mapping each scope to its graphs: '

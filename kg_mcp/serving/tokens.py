@@ -21,7 +21,6 @@ import os
 import re
 import secrets
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from mcp.server.auth.provider import AccessToken
 
 from kg_mcp.errors import ConfigError
 from kg_mcp.serving import scopes as scope_names
+from kg_mcp.settings import read_toml_file
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +46,7 @@ class NamedToken:
 
 def read_tokens_file(path: Path) -> list[NamedToken]:
     """The tokens of `path`, or a ConfigError that says which table is wrong and how."""
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"Cannot read the tokens file {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"The tokens file {path} is not valid TOML: {e}") from None
+    document = read_toml_file(path, "tokens file")
     unknown = set(document) - {"tokens"}
     if unknown:
         raise ConfigError(f"The tokens file {path} has {', '.join(sorted(unknown))}: only [tokens.NAME] tables belong there.")
