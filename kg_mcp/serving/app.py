@@ -37,6 +37,7 @@ from kg_mcp.serving.log_repeats import install as install_log_filter
 from kg_mcp.serving.rate_limit import RateLimit
 from kg_mcp.serving.sessions import SessionCap
 from kg_mcp.serving.stdio import serve_stdio
+from kg_mcp.serving.whole_responses import WholeResponses
 from kg_mcp.state import SharedState
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ def serve(
     limiter = RateLimit(None, rate_limit, shared=shared) if rate_limit else None
     app = _http_app(server, transport, host, limits, stateless, limiter)
     app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({})), hosts, origins))
+    app = WholeResponses(app)  # a replica killed mid-answer leaves nothing half sent (nginx retries it)
     config = uvicorn.Config(
         app,
         host=host,
