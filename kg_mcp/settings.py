@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     name_index_max_age_days: float = Field(
         7.0, gt=0, description="an endpoint's cached name index is rebuilt (or, if kg-mcp index built it, flagged) past this age"
     )
+    warm_name_index: bool = Field(
+        True, description="read a name index into the page cache in the background when it is opened, if it "
+        "fits in half the memory free (a big store's first lookups then do not wait for the disk)"
+    )
     semantic_lookup: bool = Field(
         False, description="find_entities: when no name matches by words or typos, offer the nearest by embedding"
     )

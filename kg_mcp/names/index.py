@@ -21,6 +21,7 @@ from kg_mcp.names.fold import fold, fold_joined, fts_tokens
 from kg_mcp.names.fold import words as fold_words
 from kg_mcp.names.pairs import TABLE as PAIRS_TABLE
 from kg_mcp.names.pairs import has_word_pairs, pair_token
+from kg_mcp.names.warm import warm
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class NameIndex:
         self._db = connection
         self._lock = threading.Lock()  # one connection, shared by the server's worker threads
         self.where = where
+        self.warming: threading.Thread | None = None  # the read ahead of the file, while it runs
         # An index written before degrees (or label rows) were recorded has no such column: read as unknown.
         columns = {row[1] for row in connection.execute("PRAGMA table_info(names)")}
         self._degree = "n.degree" if "degree" in columns else "NULL"  # names are read as `names n`
@@ -89,7 +91,9 @@ class NameIndex:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         # Pages read through a mapping, not a system call each: a lookup reads a few dozen, scattered.
         connection.execute(f"PRAGMA mmap_size = {_MAPPED}")
-        return cls(connection, str(path))
+        index = cls(connection, str(path))
+        index.warming = warm(path)  # read into the page cache in the background (kg_mcp.names.warm)
+        return index
 
     def close(self) -> None:
         self._db.close()
