@@ -27,6 +27,7 @@ from kg_mcp.loading.text_triples import TextMinter, read_text_triples
 from kg_mcp.names import index_path
 from kg_mcp.names.scan import SCANNED_FILE, NameScan
 from kg_mcp.names.store_index import build_store_index, graph_set_indexes, store_profile, store_stamp
+from kg_mcp.names.warm import warm
 from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, RELATION_PATH
 from kg_mcp.settings import Settings, graph_iri_problem
 from kg_mcp.store_meta import read_meta, write_meta
@@ -102,6 +103,12 @@ def load_sources(
                     )
                     report.index_seconds += _graph_set_indexes(store, staging, sorted(graph_sets), languages, progress)
                     report.graph_indexes = len(graph_sets)
+                    # Its first pages were written early in a long load, and the store's files have
+                    # pushed them out of the page cache since: read it in last, for the server that
+                    # is started next (kg_mcp.names.warm; seconds at 100M triples).
+                    reading = warm(index_path(staging))
+                    if reading is not None:
+                        reading.join()
                 report.graph = graph
             except BaseException as error:
                 # The traceback keeps the loader's frames, and with them this Store on the staging
