@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kg_mcp.agents.models.base import ToolSpec
-from kg_mcp.schema_summary import summary_heading
+from kg_mcp.schema.summary import summary_heading
 from mcp import Client, StdioServerParameters
 
 

@@ -27,12 +27,12 @@ from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.backends import Backend, graph_access
 from kg_mcp.backends.graph_access import GraphAccess
-from kg_mcp.caller import Caller, caller_of, calling_as
+from kg_mcp.calls.caller import Caller, caller_of, calling_as
 from kg_mcp.errors import ConfigError
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
 from kg_mcp.protocol import add_protocol
 from kg_mcp.quoting import quoted
-from kg_mcp.schema_summary import schema_document, server_instructions
+from kg_mcp.schema.summary import schema_document, server_instructions
 from kg_mcp.serving.audit import AuditLog, Timer, rows_of
 from kg_mcp.serving.auth import ServerAuth, server_auth
 from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
@@ -148,7 +148,7 @@ class KGServer(MCPServer):
             raise MCPError(INVALID_PARAMS, f"Prompt {name}: {problem}. Its arguments are: {', '.join(expected) or 'none'}.")
 
     async def _call_checked(self, name, arguments, context=None):
-        """The call, served as its caller's (kg_mcp.caller: the lanes and traversal trees are per
+        """The call, served as its caller's (kg_mcp.calls.caller: the lanes and traversal trees are per
         caller), its arguments checked first: an unknown or oversized one is refused at once."""
         checks = self.arguments(name)
         with calling_as(caller_of(_transport_request(context))):
@@ -229,7 +229,7 @@ def build_server(
         "kg-mcp",
         title="Knowledge-graph tools",
         version=__version__,
-        # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema_summary).
+        # The general guide, then this KG's size, ids, relations and hubs (kg_mcp.schema.summary).
         instructions=server_instructions(backend, settings),
         log_level="INFO",
         # MCP Apps: the navigation tools' results drawn as a graph (kg_mcp.view); additive.

@@ -8,7 +8,7 @@ still has an unexplored neighbour, best first, stopping at the root.
 
 Where trees live (`TraversalStore`): in a table keyed by a traversal key, which the tool
 derives from the call (`kg_mcp.tools.traverse.traversal_key`). Every key belongs to a caller
-(kg_mcp.caller: the signed-in subject, else the client address, else the local client) and,
+(kg_mcp.calls.caller: the signed-in subject, else the client address, else the local client) and,
 over HTTP, to the caller's MCP session when it has one; within that:
 
 - an explicit session id (the tool's `session` argument): what a driver uses, one fresh random

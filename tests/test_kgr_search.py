@@ -128,7 +128,7 @@ def test_trees_by_key_and_a_new_question_starts_a_new_tree():
 
 
 def test_traversal_keys():
-    # Every key is the caller's (kg_mcp.caller), within its MCP session when it has one.
+    # Every key is the caller's (kg_mcp.calls.caller), within its MCP session when it has one.
     assert traversal_key("q7", {"mcp-session-id": "x"}, "addr:10.0.0.1") == "addr:10.0.0.1 mcp-session:x session:q7"
     assert traversal_key("q7", {"host": "h"}, "addr:10.0.0.2") == "addr:10.0.0.2 session:q7"
     assert traversal_key(None, None) == "local"  # stdio, in-process

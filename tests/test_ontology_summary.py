@@ -15,8 +15,8 @@ from mcp import Client
 
 from kg_mcp.agents.evaluation.tokens import count_tokens
 from kg_mcp.cli import main
-from kg_mcp.schema_census import Census, RelationUse
-from kg_mcp.schema_summary import summary_text
+from kg_mcp.schema.census import Census, RelationUse
+from kg_mcp.schema.summary import summary_text
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from tests.ontologies import ontology_file

@@ -285,7 +285,7 @@ def test_an_endpoint_without_a_way_to_name_blank_nodes_prints_no_handle(engine_e
 
 
 def test_the_instructions_name_transitive_steps_only_where_there_is_a_hierarchy(ontology_store):
-    from kg_mcp.schema_summary import server_instructions
+    from kg_mcp.schema.summary import server_instructions
 
     assert "`rdfs:subClassOf+`" in server_instructions(ontology_store("brick"), SETTINGS)
     assert "+`" not in server_instructions(ontology_store("shacl-shacl"), SETTINGS)

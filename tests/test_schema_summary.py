@@ -25,8 +25,8 @@ from kg_mcp.agents.models import ModelError
 from kg_mcp.agents.models.scripted import ScriptedModel
 from kg_mcp.backends import open_endpoint
 from kg_mcp.cli import main
-from kg_mcp.schema_census import take_census
-from kg_mcp.schema_summary import summary_heading, summary_text
+from kg_mcp.schema.census import take_census
+from kg_mcp.schema.summary import summary_heading, summary_text
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from providers import FakeProvider

@@ -21,7 +21,7 @@ from conftest import free_port, wait_for_http
 from kg_mcp.cli import main
 from kg_mcp.errors import ConfigError
 from kg_mcp.serving.audit import AuditLog, audit_lines, summarise
-from kg_mcp.caller import Caller
+from kg_mcp.calls.caller import Caller
 from kg_mcp.serving.tokens import RECHECK_S, new_token, read_tokens_file
 
 SHARED = "shared-team-token-" + "s" * 20

@@ -27,7 +27,7 @@ from pathlib import Path
 import pyoxigraph as ox
 from tqdm import tqdm
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.backends import graph_access
 from kg_mcp.backends.name_degrees import count_degrees, whole_degrees
 from kg_mcp.errors import EndpointError

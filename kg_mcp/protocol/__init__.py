@@ -3,7 +3,7 @@
 - `kg://entity/{id}`, a resource template returning an entity's card (entities.py);
 - `completion/complete` for its id and for the prompts' arguments (completion.py);
 - a scope per request (requests.py): `notifications/progress` from the tools' long loops
-  (kg_mcp.progress) with cancellation honoured there, and the `kg_mcp` log records sent to the
+  (kg_mcp.calls.progress) with cancellation honoured there, and the `kg_mcp` log records sent to the
   client at the levels it asked for (client_log.py, `logging/setLevel`).
 """
 
@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp.types import SetLevelRequestParams
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.backends import Backend
 from kg_mcp.errors import KGError, UnknownEntity
 from kg_mcp.protocol import client_log, requests

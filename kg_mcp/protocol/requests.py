@@ -1,4 +1,4 @@
-"""Each request served in a scope of its own: its progress reporter (kg_mcp.progress) and the log
+"""Each request served in a scope of its own: its progress reporter (kg_mcp.calls.progress) and the log
 records its client is to get (client_log), set in context variables that the handlers, and the
 worker threads they start, inherit. A middleware of the server, so that no tool registration
 needs to know about either."""
@@ -11,7 +11,7 @@ from contextvars import ContextVar
 
 from mcp.server.context import CallNext, ServerRequestContext
 
-from kg_mcp import progress
+from kg_mcp.calls import progress
 from kg_mcp.protocol.client_log import RequestLog, ToClient, request_log
 
 _log: ContextVar[RequestLog | None] = ContextVar("kg_mcp_request_log", default=None)

@@ -8,7 +8,7 @@ routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
 (kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the rate limit (once
 the token is read), the body cap and JSON-RPC checks (kg_mcp.serving.guards) and the session caps
 (kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
-client's address as kg_mcp.caller counts it (IPv6 per /64), except that on the MCP endpoint the
+client's address as kg_mcp.calls.caller counts it (IPv6 per /64), except that on the MCP endpoint the
 rate limit and the session caps count a signed-in caller (its subject) apart from its address.
 With `stateless` the SDK keeps no MCP session and answers in one JSON body: every request stands
 alone, so any replica behind a load balancer can take it, and another can take it again if the

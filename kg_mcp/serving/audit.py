@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kg_mcp.caller import Caller
+from kg_mcp.calls.caller import Caller
 from kg_mcp.errors import ConfigError
 
 MAX_BYTES = 10 * 1024 * 1024

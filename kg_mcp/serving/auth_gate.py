@@ -27,7 +27,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.routing import Mount, Route
 
-from kg_mcp.caller import address_key
+from kg_mcp.calls.caller import address_key
 from kg_mcp.serving import scopes
 from kg_mcp.serving.auth import ServerAuth
 

@@ -11,7 +11,7 @@ response waits in the transport for ever, and a close waits for it to be sent. H
 connection has response bytes that the client does not take, it must take some within
 `write_timeout_s` (of a pause, or of a close), or it is aborted, its unsent bytes dropped.
 
-Connections are counted, in all and per client (its address, IPv6 per /64: kg_mcp.caller). One past
+Connections are counted, in all and per client (its address, IPv6 per /64: kg_mcp.calls.caller). One past
 the per-client cap is closed at once. At the total cap a newcomer is not refused while another
 client holds more connections than it: an idle, half-open or stalled one of theirs (a request head
 not sent, a response not read, a close not finished) is closed instead, the oldest such of the
@@ -31,7 +31,7 @@ import struct
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from kg_mcp.caller import address_key
+from kg_mcp.calls.caller import address_key
 from kg_mcp.serving.limits import HttpLimits
 
 log = logging.getLogger(__name__)

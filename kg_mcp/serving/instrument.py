@@ -8,7 +8,7 @@ import time
 
 from mcp.types import CallToolResult
 
-from kg_mcp.caller import caller_of
+from kg_mcp.calls.caller import caller_of
 from kg_mcp.observability import metrics
 
 

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 
-from kg_mcp.caller import request_key
+from kg_mcp.calls.caller import request_key
 from kg_mcp.state import SharedStateError
 from kg_mcp.state.memory import take_token
 
@@ -19,7 +19,7 @@ class RateLimit:
     """ASGI middleware: at most `per_minute` HTTP requests a minute from one client, then 429.
 
     A client is its address as uvicorn reports it (the peer address, or X-Forwarded-For when the
-    peer is a --trusted-proxy; none by default), IPv6 addresses counted per /64 (kg_mcp.caller;
+    peer is a --trusted-proxy; none by default), IPv6 addresses counted per /64 (kg_mcp.calls.caller;
     the connection caps use the same identity). It runs before auth: refused requests cost nothing
     downstream. The MCP endpoint is counted by its twin behind the SDK's auth middleware instead
     (`behind_sign_in`): there a signed-in caller (a named token, an OAuth subject) is its own client,
@@ -44,7 +44,7 @@ class RateLimit:
 
     def behind_sign_in(self, app, path: str) -> RateLimit:
         """The same limit (the same buckets) around `app`, the endpoint at `path` behind the SDK's auth
-        middleware, which counts that path from now on, keyed by caller (kg_mcp.caller.request_key)."""
+        middleware, which counts that path from now on, keyed by caller (kg_mcp.calls.caller.request_key)."""
         self.passing = self.passing | {path}
         twin = copy.copy(self)
         twin.app, twin.passing = app, frozenset()

@@ -3,7 +3,7 @@
 The SDK's session manager has one global cap (its max_sessions): a single client that opens
 sessions and never closes them fills it, and every other client gets 503 until the idle timeout.
 `SessionCap` wraps the manager's ASGI app: it learns each session's client (its signed-in
-subject, else its address as the rate limit sees it, IPv6 per /64: kg_mcp.caller) from the response
+subject, else its address as the rate limit sees it, IPv6 per /64: kg_mcp.calls.caller) from the response
 that opens it, counts the requests in flight on each, and when a client opens one more than its cap, ends that client's
 oldest idle session first (as its idle timeout would). When the server holds its total, a new
 session ends the oldest idle session of the client holding the most sessions (any client: many
@@ -19,7 +19,7 @@ import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
-from kg_mcp.caller import request_key
+from kg_mcp.calls.caller import request_key
 from kg_mcp.serving.guards import METHODS_KEY
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.errors import EndpointError, InvalidInput, KGError, QueryRefused
 from kg_mcp.sparql.checked import CheckedQuery
 from kg_mcp.sparql.policy import QueryPolicy

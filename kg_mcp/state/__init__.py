@@ -4,7 +4,7 @@ places, and the lock on an endpoint's name-index build.
 `SharedState` is where it lives: in this process (`InProcessState`, the default: one server
 process, today's behaviour) or in Redis (`RedisState`, `serve --redis URL`), where every replica
 behind a load balancer sees the same trees, limits and locks. Keys are per caller
-(kg_mcp.caller) or per traversal; everything kept has a time to live and a bound on its size.
+(kg_mcp.calls.caller) or per traversal; everything kept has a time to live and a bound on its size.
 
 When Redis does not answer, the calls that cannot do without it (kgr_search's traversals) get an
 error in our words that says to try again; rate limits fall back to this process's own (per

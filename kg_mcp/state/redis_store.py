@@ -37,7 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 import redis.asyncio
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.state import Checkout, Lease, SharedState, SharedStateError
 from kg_mcp.state.trees import decode, encode
 from kg_mcp.traversal import TREES_PER_CALLER, Tree

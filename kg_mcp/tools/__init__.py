@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.backends import Backend, graph_access
-from kg_mcp.caller import current as current_caller
+from kg_mcp.calls.caller import current as current_caller
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
@@ -92,13 +92,13 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
     # read at most LIGHT_ROWS rows: their queries take well under a millisecond, less than the two
     # hand-offs of a thread (each a wake-up that waits for a free core on a busy machine). Every
     # other call runs on a thread, in one of three lanes (kg_mcp.tools.lanes), each with its own
-    # places and threads and each fair between callers (kg_mcp.caller: the signed-in subject, else
+    # places and threads and each fair between callers (kg_mcp.calls.caller: the signed-in subject, else
     # the address): "long" for calls whose work grows with their arguments (verify, follow,
     # kgr_search, batches); "sparql" for the sparql tool (on a local store as many places as query
     # workers, so one caller holds at most one worker); "short" for the rest (every call that waits
     # on an endpoint, name lookups). A burst can then neither stall the event loop (every other
     # client's calls, even a 401) nor take every thread, nor keep another caller from its turn.
-    # Every call has a deadline (kg_mcp.deadline) from the moment it arrives: its loops stop past
+    # Every call has a deadline (kg_mcp.calls.deadline) from the moment it arrives: its loops stop past
     # it, and a call that cannot get a place in time is told the server is busy.
     local = backend.kind == "oxigraph"
     share = max(1, settings.heavy_calls // 2)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.namespaces import (

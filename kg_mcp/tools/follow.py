@@ -31,7 +31,7 @@ from collections import Counter
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp import deadline as call_deadline
+from kg_mcp.calls import deadline as call_deadline
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput, KGError
@@ -116,7 +116,7 @@ def follow(
         branches.append(Branch(starts, steps, Walk(), drop))
     frontier_cap = settings.search_p
     # One deadline for the whole walk (each query also has its own): no new hop starts past it.
-    # The call's own deadline (kg_mcp.deadline) ends it sooner when less of it is left.
+    # The call's own deadline (kg_mcp.calls.deadline) ends it sooner when less of it is left.
     left = call_deadline.left()
     deadline = time.monotonic() + (settings.timeout_s if left is None else min(settings.timeout_s, left))
     for branch in branches:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from kg_mcp import progress
+from kg_mcp.calls import progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import anyio
 
-from kg_mcp.caller import LOCAL
+from kg_mcp.calls.caller import LOCAL
 
 T = TypeVar("T")
 

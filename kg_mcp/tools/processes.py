@@ -23,7 +23,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from kg_mcp import deadline
+from kg_mcp.calls import deadline
 from kg_mcp.backends import graph_access
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics, tracing

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp import deadline, progress
+from kg_mcp.calls import deadline, progress
 from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings

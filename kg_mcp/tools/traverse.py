@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp import deadline, progress
+from kg_mcp.calls import deadline, progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput
@@ -59,7 +59,7 @@ class TraverseResult(BaseModel):
 def traversal_key(session: str | None, headers: Mapping[str, str] | None, caller: str = "local") -> str | None:
     """Where a kgr_search call's traversal tree is kept (see kg_mcp/traversal.py); None: nowhere.
 
-    Every key starts with the caller's key (kg_mcp.caller) and, over HTTP, the caller's MCP session
+    Every key starts with the caller's key (kg_mcp.calls.caller) and, over HTTP, the caller's MCP session
     when it has one: a `session` name is a name within them, so another caller's calls naming the
     same session reach a tree of their own, never this one.
 

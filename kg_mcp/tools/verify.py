@@ -25,7 +25,7 @@ from typing import Literal
 import pyoxigraph as ox
 from pydantic import BaseModel, Field
 
-from kg_mcp import deadline, progress
+from kg_mcp.calls import deadline, progress
 from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput, KGError, UnknownEntity, UnknownRelation
 from kg_mcp.ids import check_text

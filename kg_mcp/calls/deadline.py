@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from kg_mcp import progress
+from kg_mcp.calls import progress
 from kg_mcp.errors import KGError
 
 NARROW = "Narrow the call: fewer entities, claims or hops, a smaller limit, or a shorter question."
@@ -49,7 +49,7 @@ def within(seconds: float) -> Iterator[None]:
 
 def check() -> None:
     """Raise CallTimeout once the current call's deadline has passed (nothing outside a call), and
-    stop the call where its client cancelled it (kg_mcp.progress)."""
+    stop the call where its client cancelled it (kg_mcp.calls.progress)."""
     progress.stop_if_cancelled()
     deadline = _current.get()
     if deadline is not None and time.monotonic() > deadline.end:

@@ -4,8 +4,8 @@ An ontology-shaped KG (a vocabulary, a SHACL shapes graph, a SKOS thesaurus) is 
 subjects are mostly classes, properties, shapes or concepts. Its summary leads with those kinds,
 the roots of its hierarchies and its own (domain) relations, and sums the OWL, SHACL and RDFS
 machinery (rdf:type, sh:property, owl:equivalentClass, rdf:first ...) up in one line; terms of those
-vocabularies are never named as its hubs or as the example of its ids. kg_mcp.schema_census reads
-these figures (exactly, on a KG small enough to count) and kg_mcp.schema_summary writes them.
+vocabularies are never named as its hubs or as the example of its ids. kg_mcp.schema.census reads
+these figures (exactly, on a KG small enough to count) and kg_mcp.schema.summary writes them.
 """
 
 from __future__ import annotations

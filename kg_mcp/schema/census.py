@@ -5,7 +5,7 @@ queries over it); a bigger one is described from the hub statistics recorded at 
 (kg_mcp.hubs) and from aggregates over a sample of its first SAMPLE_TRIPLES triples. On an
 endpoint each query also gets only what is left of a time budget, and the census stops asking
 once the budget is spent: what it could not learn is left out and named in `missing`.
-kg_mcp.schema_summary turns the census into the text of the server instructions.
+kg_mcp.schema.summary turns the census into the text of the server instructions.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from kg_mcp.backends.oxigraph_store import OxigraphBackend
 from kg_mcp.backends.remote import RemoteBackend
 from kg_mcp.errors import KGError
 from kg_mcp.hubs import DEFAULT_THRESHOLD
-from kg_mcp.schema_shape import (
+from kg_mcp.schema.shape import (
     MACHINERY,
     ONTOLOGY_SHARE,
     ROOTED,
@@ -55,7 +55,7 @@ class RelationUse:
     label: str | None
     triples: int
     identifier: bool = False  # an external identifier (the profile's mark): listed after the other facts
-    kind: str = "domain"  # "name", "hierarchy", "machinery" or "domain" (kg_mcp.schema_shape.relation_kind)
+    kind: str = "domain"  # "name", "hierarchy", "machinery" or "domain" (kg_mcp.schema.shape.relation_kind)
     hidden: bool = False  # left out of unfiltered listings (names shown beside ids); a filtered search reads it
 
 

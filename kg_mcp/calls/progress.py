@@ -6,7 +6,7 @@ progress (a progressToken), each step sends `notifications/progress`; a step als
 when the client cancelled it (`notifications/cancelled`). Outside a request (a test or a script
 calling a tool function) a step does nothing, so the tools stay plain functions of their arguments.
 
-Like kg_mcp.deadline, a context variable rather than an argument: the server (kg_mcp.protocol)
+Like kg_mcp.calls.deadline, a context variable rather than an argument: the server (kg_mcp.protocol)
 sets it for each request, and anyio runs a worker thread in a copy of the caller's context. The
 steps work from a worker thread, where the tools' long calls run; a call on the event loop is
 short by construction (kg_mcp.tools, LIGHT_ROWS) and its steps are skipped.
@@ -80,7 +80,7 @@ def reset(token) -> None:
 
 def stop_if_cancelled() -> None:
     """Raise the cancellation when the client cancelled the call being served on this worker thread.
-    kg_mcp.deadline.check calls it too: every place a long call checks its deadline (each triple of
+    kg_mcp.calls.deadline.check calls it too: every place a long call checks its deadline (each triple of
     verify, each level of a closure) is also where it stops once cancelled."""
     reporter = _current.get()
     if reporter is None or threading.get_ident() == reporter.loop_thread:

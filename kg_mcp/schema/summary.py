@@ -2,7 +2,7 @@
 
 `server_instructions(backend, settings)` is the text a client receives at initialize: the general
 guide (prompts/server_instructions.md) and, after it, this KG's size, id style, relations with
-their counts and hubs (prompts/server_instructions_kg.md, filled from kg_mcp.schema_census). The
+their counts and hubs (prompts/server_instructions_kg.md, filled from kg_mcp.schema.census). The
 summary keeps to SUMMARY_TOKENS: every relation of a small KG, the most used ones of a big one.
 The census is taken once per backend; kg://schema serves the same figures (`schema_document`).
 """
@@ -15,7 +15,7 @@ import weakref
 
 from kg_mcp.backends import Backend, graph_access
 from kg_mcp.prompt_files import read_prompt
-from kg_mcp.schema_census import Census, RelationUse, take_census
+from kg_mcp.schema.census import Census, RelationUse, take_census
 from kg_mcp.settings import Settings
 
 log = logging.getLogger(__name__)
