@@ -73,8 +73,9 @@ class Settings(BaseSettings):
         7.0, gt=0, description="an endpoint's cached name index is rebuilt (or, if kg-mcp index built it, flagged) past this age"
     )
     warm_name_index: bool = Field(
-        True, description="read a name index into the page cache in the background when it is opened, if it "
-        "fits in half the memory free (a big store's first lookups then do not wait for the disk)"
+        True, description="read a name index into the page cache when a server opens it (in the background) and "
+        "at the end of kg-mcp load, if it fits in half the memory free (a big store's first lookups then do not "
+        "wait for the disk)"
     )
     semantic_lookup: bool = Field(
         False, description="find_entities: when no name matches by words or typos, offer the nearest by embedding"

@@ -1,10 +1,11 @@
-"""A name index is read ahead into the page cache when it is opened, only when it fits in half the
-memory free, and not at all with KG_MCP_WARM_NAME_INDEX=0 (kg_mcp.names.warm)."""
+"""A name index is read ahead into the page cache when a server opens it, only when it fits in half
+the memory free, and not at all with KG_MCP_WARM_NAME_INDEX=0 (kg_mcp.names.warm)."""
 
 from __future__ import annotations
 
-from kg_mcp.names.index import NameIndex
+from kg_mcp.backends import open_store
 from kg_mcp.names.warm import available_memory, warm
+from kg_mcp.settings import Settings
 
 
 def _index_file(tmp_path):
@@ -25,17 +26,20 @@ def test_an_index_that_fits_is_read_through_in_the_background(tmp_path):
     assert available_memory() > 0  # read from /proc/meminfo on Linux
 
 
-def test_the_setting_turns_it_off(tmp_path, monkeypatch):
-    path = _index_file(tmp_path)
-    monkeypatch.setenv("KG_MCP_WARM_NAME_INDEX", "0")
-    assert warm(path, available=4 * path.stat().st_size) is None
+def test_the_setting_turns_it_off(metaqa_store_dir):
+    backend = open_store(metaqa_store_dir, settings=Settings(warm_name_index=False))
+    try:
+        assert backend._names.warming is None
+    finally:
+        backend.close()
 
 
 def test_opening_a_stores_index_starts_the_read(metaqa_store_dir):
-    index = NameIndex.open(metaqa_store_dir / "kg-mcp-names.sqlite")
+    backend = open_store(metaqa_store_dir, settings=Settings())
     try:
-        assert index.warming is not None  # a 10 MB index fits in any machine's free memory
-        index.warming.join(timeout=30)
-        assert not index.warming.is_alive()
+        reading = backend._names.warming
+        assert reading is not None  # a 10 MB index fits in any machine's free memory
+        reading.join(timeout=30)
+        assert not reading.is_alive()
     finally:
-        index.close()
+        backend.close()

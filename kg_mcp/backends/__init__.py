@@ -94,7 +94,8 @@ def open_store(
     backend = _local_backend(store, str(path), profile, settings, path=str(path))
     # The default graph's index; named graphs have theirs (kg_mcp.backends.store_names).
     default_index = settings.name_index and not settings.graphs
-    backend.use_names(open_store_index(store, path, backend.profile, settings.languages) if default_index else None)
+    backend.use_names(open_store_index(
+        store, path, backend.profile, settings.languages, read_ahead=settings.warm_name_index) if default_index else None)
     return backend
 
 

@@ -314,10 +314,10 @@ def young(meta: dict, max_age_days: float) -> bool:
     return time.time() - float(meta.get("built_at", 0)) <= max_age_days * 86400
 
 
-def open_index(path: Path) -> EndpointIndex:
+def open_index(path: Path, read_ahead: bool = False) -> EndpointIndex:
     meta = read_index_meta(path) or {}
     ensure_word_pairs(path)
-    return EndpointIndex(NameIndex.open(path), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
+    return EndpointIndex(NameIndex.open(path, read_ahead=read_ahead), float(meta.get("built_at", 0)), str(meta.get("built_by", "")))
 
 
 class EndpointNames:
@@ -368,7 +368,7 @@ class EndpointNames:
                 if not recent:
                     log.warning("the name index of %s is older than %s days: rebuild it with kg-mcp index --sparql %s "
                                 "--rebuild", self.url, settings.name_index_max_age_days, self.url)
-                self.current = open_index(self.path)
+                self.current = open_index(self.path, self._settings.warm_name_index)
 
     def begin(self) -> None:
         """Prepare the index in the background, once: at server start, or at the first lookup."""
@@ -403,7 +403,7 @@ class EndpointNames:
         meta = read_index_meta(self.path)
         if meta and fits(meta, self.url, self.graphs, self._backend.profile, self._settings.languages) and young(
                 meta, self._settings.name_index_max_age_days):
-            self.current, self.note = open_index(self.path), ""
+            self.current, self.note = open_index(self.path, self._settings.warm_name_index), ""
             return True
         return False
 
@@ -459,7 +459,7 @@ class EndpointNames:
     def _reopen(self) -> None:
         meta = read_index_meta(self.path)
         if fits(meta, self.url, self.graphs, self._backend.profile, self._settings.languages):
-            self.current, self.note = open_index(self.path), ""
+            self.current, self.note = open_index(self.path, self._settings.warm_name_index), ""
         else:
             self.note = "another kg-mcp server's build of the name index did not finish"
 
@@ -485,13 +485,13 @@ class EndpointNames:
                 languages=settings.languages, degree_cap=settings.degree_cap, counted=counted, stop=self._stop,
                 read=self._read, whole_degrees=self.small,
             )
-        self.current = open_index(self.path)
+        self.current = open_index(self.path, self._settings.warm_name_index)
         self.note = ""
 
     def _build_failed(self, error: Exception) -> None:
         profile, settings = self._backend.profile, self._settings
         if fits(read_index_meta(self.path), self.url, self.graphs, profile, settings.languages):
-            self.current, self.note = open_index(self.path), ""  # the previous one, past its age
+            self.current, self.note = open_index(self.path, self._settings.warm_name_index), ""  # the previous one, past its age
             log.warning("cannot rebuild the name index of %s (%s): the previous one is used", self.url, error)
             return
         self.note = "the name index could not be built"

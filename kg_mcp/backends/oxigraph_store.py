@@ -75,7 +75,8 @@ class OxigraphBackend(SparqlBackend):
         self._degree_readers = ThreadPoolExecutor(_DEGREE_READERS, "kg-mcp-degrees") if path else None
         self._names: NameIndex | None = None
         self._names_tried = False
-        self._graph_names = GraphSetNames(store, path, self.profile, self.settings.languages)
+        self._graph_names = GraphSetNames(
+            store, path, self.profile, self.settings.languages, read_ahead=self.settings.warm_name_index)
         self._semantic: dict[int, object] = {}  # kg_mcp.names.semantic.SemanticNames per index, made on first use
         self._names_lock = threading.Lock()
 

@@ -31,11 +31,13 @@ GraphSet = tuple[str, ...]  # sorted graph IRIs
 class GraphSetNames:
     """The graph sets' name indexes of one store: opened, or built once, and kept."""
 
-    def __init__(self, store: ox.Store, store_dir: str | None, profile: Profile, languages: Sequence[str]):
+    def __init__(self, store: ox.Store, store_dir: str | None, profile: Profile, languages: Sequence[str], *,
+                 read_ahead: bool = False):
         self._store = store
         self._dir = store_dir
         self._profile = profile
         self._languages = list(languages)
+        self._read_ahead = read_ahead  # settings.warm_name_index (kg_mcp.names.warm)
         self._indexes: dict[GraphSet, NameIndex] = {}
         self._builds: dict[GraphSet, threading.Thread] = {}
         self._failed: set[GraphSet] = set()
@@ -50,7 +52,8 @@ class GraphSetNames:
             if self._dir is None:  # an in-memory store: small, indexed at once
                 found = self._indexes[graphs] = memory_index(self._store, self._profile, self._languages, graphs)
                 return found
-            found = open_graphs_index(self._store, self._dir, graphs, self._profile, self._languages)
+            found = open_graphs_index(self._store, self._dir, graphs, self._profile, self._languages,
+                                      read_ahead=self._read_ahead)
             if found is not None:
                 self._indexes[graphs] = found
             elif begin:
@@ -72,7 +75,8 @@ class GraphSetNames:
             with metrics.name_index_build("store"):
                 build_store_index(self._store, self._dir, profile=self._profile, languages=self._languages,
                                   progress=False, graphs=graphs)
-            opened = open_graphs_index(self._store, self._dir, graphs, self._profile, self._languages)
+            opened = open_graphs_index(self._store, self._dir, graphs, self._profile, self._languages,
+                                      read_ahead=self._read_ahead)
         except (OSError, sqlite3.Error) as e:
             log.warning("cannot build the name index of %s in %s (%s): find_entities uses label queries there",
                         ", ".join(graphs), self._dir, e)

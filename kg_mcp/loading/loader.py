@@ -106,7 +106,7 @@ def load_sources(
                     # Its first pages were written early in a long load, and the store's files have
                     # pushed them out of the page cache since: read it in last, for the server that
                     # is started next (kg_mcp.names.warm; seconds at 100M triples).
-                    reading = warm(index_path(staging))
+                    reading = warm(index_path(staging)) if Settings().warm_name_index else None
                     if reading is not None:
                         reading.join()
                 report.graph = graph

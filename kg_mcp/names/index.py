@@ -87,12 +87,13 @@ class NameIndex:
         self.details: dict = json.loads(meta["details"]) if meta.get("details") else {}
 
     @classmethod
-    def open(cls, path: str | Path) -> NameIndex:
+    def open(cls, path: str | Path, *, read_ahead: bool = False) -> NameIndex:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         # Pages read through a mapping, not a system call each: a lookup reads a few dozen, scattered.
         connection.execute(f"PRAGMA mmap_size = {_MAPPED}")
         index = cls(connection, str(path))
-        index.warming = warm(path)  # read into the page cache in the background (kg_mcp.names.warm)
+        if read_ahead:  # into the page cache, in the background (kg_mcp.names.warm)
+            index.warming = warm(path)
         return index
 
     def close(self) -> None:

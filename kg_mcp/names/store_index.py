@@ -92,18 +92,20 @@ def is_current(
 
 
 def open_graphs_index(
-    store: ox.Store, store_dir: str | Path, graphs: Sequence[str], profile: Profile, languages: Sequence[str]
+    store: ox.Store, store_dir: str | Path, graphs: Sequence[str], profile: Profile, languages: Sequence[str],
+    *, read_ahead: bool = False,
 ) -> NameIndex | None:
     """The index of the named `graphs` if the directory holds a current one (None: build it first)."""
     if not is_current(store, store_dir, profile, languages, graphs):
         return None
     path = graphs_index_path(store_dir, graphs)
     ensure_word_pairs(path)
-    return NameIndex.open(path)
+    return NameIndex.open(path, read_ahead=read_ahead)
 
 
 def open_store_index(
-    store: ox.Store, store_dir: str | Path, profile: Profile, languages: Sequence[str], *, progress: bool = True
+    store: ox.Store, store_dir: str | Path, profile: Profile, languages: Sequence[str], *, progress: bool = True,
+    read_ahead: bool = False,
 ) -> NameIndex | None:
     """The store's index, built first if it is missing or out of date; None if it cannot be written."""
     if not is_current(store, store_dir, profile, languages):
@@ -116,7 +118,7 @@ def open_store_index(
             return None
     else:
         ensure_word_pairs(index_path(store_dir))
-    return NameIndex.open(index_path(store_dir))
+    return NameIndex.open(index_path(store_dir), read_ahead=read_ahead)
 
 
 def memory_index(store: ox.Store, profile: Profile, languages: Sequence[str], graphs: Sequence[str] = ()) -> NameIndex:

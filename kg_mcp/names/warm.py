@@ -4,7 +4,8 @@ A lookup reads a few dozen pages scattered over the index. At 100M triples the i
 a server started after a load or a reboot finds most of it on disk: each lookup then waits for
 those reads (6 ms a name, against 0.3 ms once the file is cached). Reading the file through once,
 in order, takes seconds and brings every later lookup to cached speed. It is done only when the
-file fits easily in the memory the system has free, so it never pushes out what others need.
+file fits easily in the memory the system has free, so it never pushes out what others need, and
+only where settings.warm_name_index asks for it (the server's process, not its workers).
 """
 
 from __future__ import annotations
@@ -36,12 +37,8 @@ def available_memory() -> int | None:
 
 
 def warm(path: str | Path, available: int | None = None) -> threading.Thread | None:
-    """Start reading `path` through in a background thread; None when KG_MCP_WARM_NAME_INDEX is
-    off or it would not fit (`available`: memory free, read from the system when None)."""
-    from kg_mcp.settings import Settings
-
-    if not Settings().warm_name_index:
-        return None
+    """Start reading `path` through in a background thread; None when it would not fit
+    (`available`: memory free, read from the system when None)."""
     try:
         size = os.path.getsize(path)
     except OSError:

@@ -93,7 +93,9 @@ class WorkerPool:
     TOOLS = frozenset({"search", "follow", "explore_kg", "verify", "kgr_search"})
 
     def __init__(self, path: str, profile: str, settings: Settings, size: int):
-        self.args = (path, profile, settings.model_dump_json(), tracing.endpoint())
+        # The server's process has read the name index ahead already; its page cache is the workers' too.
+        worker_settings = settings.model_copy(update={"warm_name_index": False})
+        self.args = (path, profile, worker_settings.model_dump_json(), tracing.endpoint())
         self.timeout_s = settings.tool_timeout_s
         self.size = size
         self._lock = threading.Lock()
