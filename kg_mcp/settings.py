@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from kg_mcp.errors import ConfigError
 from kg_mcp.namespaces import OWN_GRAPHS
 
 # An absolute IRI as SPARQL writes it between < >: a scheme, then no spaces, quotes or brackets.
@@ -199,8 +200,6 @@ def cache_dir() -> Path:
 def read_toml_file(path: Path, what: str) -> dict:
     """The TOML document at `path` (the server's `what`, e.g. "tokens file"), or a ConfigError that
     says why it could not be read."""
-    from kg_mcp.errors import ConfigError
-
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
