@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from kg_mcp.errors import ConfigError
@@ -158,6 +158,10 @@ class Settings(BaseSettings):
     # Replicas behind a load balancer (docs/team/deploy.md).
     stateless: bool = Field(False, description="streamable HTTP without MCP sessions: any replica can take any request")
     redis: str = Field("", description="redis:// URL of the store shared by replicas (traversals, rate limits, places, locks); empty: this process")
+    cursor_key: SecretStr = Field(
+        SecretStr(""), description="secret that signs the cursors of paged listings (any text); empty: one kept in "
+        "the shared Redis, else one made by each process at start (a restart then ends open cursors)"
+    )
 
     @field_validator("graphs", mode="before")
     @classmethod

@@ -80,6 +80,11 @@ class SharedState(ABC):
     def try_lock(self, name: str) -> Lease | None:
         """Hold the lock `name` (renewed while held), or None when another holder has it."""
 
+    def shared_secret(self, name: str) -> str:
+        """A random secret every replica sharing this state reads alike, made by the first to ask
+        (e.g. the key that signs listing cursors); "" for this process's state, which shares nothing."""
+        return ""
+
     def close(self) -> None:
         pass
 

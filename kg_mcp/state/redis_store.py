@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import threading
 import time
 import uuid
@@ -229,6 +230,19 @@ class RedisState(SharedState):
                     "Wait for the other call's answer, then call again.",
                 )
             time.sleep(_LOCK_POLL_S)
+
+    # --- secrets ---------------------------------------------------------------------------------
+    def shared_secret(self, name: str) -> str:
+        """The first replica to ask makes it (SET NX), every other reads it; "" when Redis does not
+        answer (the caller falls back to a secret of its own process, and says so)."""
+        key = f"{PREFIX}secret:{name}"
+        try:
+            with self._answering("secret"):
+                self.redis.set(key, secrets.token_urlsafe(32), nx=True)
+                found = self.redis.get(key)
+        except SharedStateError:
+            return ""
+        return found.decode() if isinstance(found, bytes) else (found or "")
 
     # --- locks -----------------------------------------------------------------------------------
     def try_lock(self, name: str, *, fail: bool = False) -> Lease | None:

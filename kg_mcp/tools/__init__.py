@@ -8,6 +8,7 @@ tool errors that tell the model how to fix the call.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Literal
@@ -18,7 +19,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from kg_mcp.calls import deadline
 from kg_mcp.backends import Backend, graph_access
@@ -40,6 +41,8 @@ from kg_mcp.tools.sparql import SparqlResult, sparql
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
 from kg_mcp.view import VIEW_META
+
+log = logging.getLogger(__name__)
 
 __all__ = ["register_tools", "search", "follow", "get_relations", "explore_kg", "verify", "find_entities", "sparql", "ToolOutput"]
 
@@ -100,6 +103,17 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
     # client's calls, even a 401) nor take every thread, nor keep another caller from its turn.
     # Every call has a deadline (kg_mcp.calls.deadline) from the moment it arrives: its loops stop past
     # it, and a call that cannot get a place in time is told the server is busy.
+    # Where state that outlives a call lives (kg_mcp.state): kgr_search's trees, and with Redis the
+    # caller's long calls across every replica, so that its share holds on the team's servers together.
+    shared = shared or InProcessState()
+    # Replicas sign listing cursors with one key, so any of them reads on a page another issued.
+    if not settings.cursor_key.get_secret_value() and shared.between_processes:
+        if secret := shared.shared_secret("cursor-key"):
+            settings = settings.model_copy(update={"cursor_key": SecretStr(secret)})
+        else:
+            log.warning("the shared store did not answer: this replica signs cursors with a key of its own, so a "
+                        "page it issues is read on only here (set KG_MCP_CURSOR_KEY to share one)")
+
     local = backend.kind == "oxigraph"
     share = max(1, settings.heavy_calls // 2)
     sparql_places = settings.query_workers if local else settings.sparql_calls
@@ -108,10 +122,6 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         "sparql": _lane_of_loop("sparql queries", sparql_places, 1, settings),
         "short": _lane_of_loop("calls", settings.short_calls, max(1, settings.short_calls // 4), settings),
     }
-
-    # Where state that outlives a call lives (kg_mcp.state): kgr_search's trees, and with Redis the
-    # caller's long calls across every replica, so that its share holds on the team's servers together.
-    shared = shared or InProcessState()
 
     async def place_across_replicas(caller: str) -> str | None:
         """One of the caller's `share` long-call places over all replicas, waited for until the
