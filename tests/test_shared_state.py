@@ -127,6 +127,9 @@ def test_two_replicas_share_trees_buckets_places_and_locks(redis_url):
         lease = one.try_lock("build")
         assert lease is not None and two.try_lock("build") is None
         lease.release()
+        secret = two.shared_secret("cursor-key")  # whichever asks first makes it; the other reads it
+        assert len(secret) >= 40 and one.shared_secret("cursor-key") == secret != one.shared_secret("other")
+        assert InProcessState().shared_secret("cursor-key") == ""  # one process shares nothing
     finally:
         one.close()
         two.close()

@@ -164,12 +164,15 @@ def _kind(schema: dict) -> str:
 
 
 def _settings_table() -> str:
+    from pydantic import SecretStr
+
     from kg_mcp.settings import Settings
 
     prefix = Settings.model_config.get("env_prefix", "")
     rows = ["| variable | default | what it sets |", "|---|---|---|"]
     for name, field in Settings.model_fields.items():
-        default = json.dumps(field.default) if not isinstance(field.default, str) else field.default
+        default = field.default.get_secret_value() if isinstance(field.default, SecretStr) else field.default
+        default = json.dumps(default) if not isinstance(default, str) else default
         description = " ".join((field.description or "").split()).replace("|", "\\|")
         rows.append(f"| `{prefix}{name.upper()}` | `{default}` | {description} |")
     return "\n".join(rows)

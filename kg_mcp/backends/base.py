@@ -238,6 +238,12 @@ class Backend(ABC):
         return ()
 
     @property
+    def data_stamp(self) -> str:
+        """Names the state of the data served (a store's last load), so that a listing's cursor from
+        before a reload is refused as stale; "" where it cannot be told cheaply (an endpoint)."""
+        return ""
+
+    @property
     def served_graphs(self) -> tuple[str, ...]:
         """The named graphs the server reads for a caller not restricted to some (empty: the store's
         default graph, or the endpoint as it answers)."""

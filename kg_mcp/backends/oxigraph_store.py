@@ -26,7 +26,7 @@ from kg_mcp.backends.store_names import GraphSetNames
 from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
-from kg_mcp.names.store_index import memory_index
+from kg_mcp.names.store_index import memory_index, store_stamp
 from kg_mcp.namespaces import OWN_GRAPHS
 from kg_mcp.observability import tracing
 
@@ -79,6 +79,13 @@ class OxigraphBackend(SparqlBackend):
             store, path, self.profile, self.settings.languages, read_ahead=self.settings.warm_name_index)
         self._semantic: dict[int, object] = {}  # kg_mcp.names.semantic.SemanticNames per index, made on first use
         self._names_lock = threading.Lock()
+        self._stamp: str | None = None
+
+    @property
+    def data_stamp(self) -> str:
+        if self._stamp is None:  # read once: a served store does not change under the server
+            self._stamp = store_stamp(self.store)
+        return self._stamp
 
     # --- which graphs a call reads -----------------------------------------------------------------
     def serve_graphs(self, graphs: Sequence[str]) -> None:
