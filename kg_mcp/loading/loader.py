@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from kg_mcp.hubs import DEFAULT_THRESHOLD, STATS_GRAPH, HubSampler, record_hubs
 from kg_mcp.loading.atomic import exclusive_load, recover_interrupted_swap, remove_stale_staging, staged_store
+from kg_mcp.loading.blank_labels import may_hold_blank_nodes
 from kg_mcp.loading.errors import BadLines, LoadError
 from kg_mcp.loading.json_dump import read_wikidata_json
 from kg_mcp.loading.rdf_files import blame_line, bulk_load_lines, read_rdf_document, read_rdf_lines, syntax_reason
@@ -221,11 +222,13 @@ def _load_natively(
 ) -> int:
     """N-Triples through pyoxigraph's own bulk loader, with no Python work per triple.
 
-    A plain file is handed to pyoxigraph by path, which parses it in parallel, while this thread
-    reads it once more (hub sampling, line count, progress, and the names for the index: `scan`,
-    whose index is finished meanwhile after the `last` source); a compressed one is streamed
-    through the sampler into the loader, into the named graph `into` (None: the default graph).
-    Returns the lines read: the triples, blank and comment lines aside.
+    A plain file without blank nodes is handed to pyoxigraph by path, which parses it in parallel,
+    while this thread reads it once more (hub sampling, line count, progress, and the names for
+    the index: `scan`, whose index is finished meanwhile after the `last` source); a compressed
+    one, or one with blank nodes (one parser, so one mapping of its labels: see
+    kg_mcp.loading.blank_labels), is streamed through the sampler into the loader, into the named
+    graph `into` (None: the default graph). Returns the lines read: the triples, blank and comment
+    lines aside.
     """
 
     def on_chunk(data: bytes) -> None:
@@ -235,7 +238,7 @@ def _load_natively(
         bar.update(data.count(b"\n"))
 
     with open_source(path, on_chunk) as stream:
-        if path.suffix.lower() == ".nt":
+        if path.suffix.lower() == ".nt" and not may_hold_blank_nodes(path):
             bar.set_description(f"{path.name}: loading")
             # bulk_load lets go of the GIL: the reading here costs the load no time where a core is free.
             loading = _Background(store.bulk_load, path=str(path), format=fmt.rdf, base_iri=base_iri, to_graph=into)

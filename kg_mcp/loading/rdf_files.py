@@ -1,5 +1,6 @@
 """RDF sources parsed by pyoxigraph: line-based ones in batches (so --skip-bad can drop single
-lines), whole documents (Turtle, TriG, RDF/XML) in one streaming parse."""
+lines), whole documents (Turtle, TriG, RDF/XML, N3, JSON-LD) in one streaming parse; either way
+each file's blank nodes get identities of their own (kg_mcp.loading.blank_labels)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,15 @@ from typing import BinaryIO
 
 import pyoxigraph as ox
 
+from kg_mcp.loading.blank_labels import FileBlankNodes
 from kg_mcp.loading.errors import BadLines, LoadError
 
 _BATCH_BYTES = 1 << 20
+# pyoxigraph reads an N3 formula as a graph named by a blank node: statements quoted, not asserted.
+_N3_FORMULA = (
+    "N3 formulas ({ ... }) and rules (=>) state nothing about the data and are not loaded: "
+    "remove them, or convert the file to Turtle"
+)
 _POSITION = re.compile(r"^Parser error (?:at|between) [^:]*: ")
 
 
@@ -24,10 +31,15 @@ def syntax_reason(error: SyntaxError) -> str:
 def read_rdf_lines(
     stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None, bad: BadLines
 ) -> Iterator[ox.Quad]:
-    """Quads of an N-Triples / N-Quads stream; each bad line is raised or skipped via ``bad``."""
+    """Quads of an N-Triples / N-Quads stream; each bad line is raised or skipped via ``bad``.
+
+    A blank-node label names one node throughout the stream, whichever batch it is read in, and
+    no node of another file or of an earlier load.
+    """
+    blanks = FileBlankNodes()
     first = 1
     while lines := stream.readlines(_BATCH_BYTES):
-        yield from _parse_batch(lines, first, path, fmt, base_iri, bad)
+        yield from blanks.quads(_parse_batch(lines, first, path, fmt, base_iri, bad))
         first += len(lines)
 
 
@@ -74,12 +86,16 @@ def _parse_batch(lines, first, path, fmt, base_iri, bad) -> Iterator[ox.Quad]:
 
 
 def read_rdf_document(
-    stream: BinaryIO, path: Path, fmt: ox.RdfFormat, base_iri: str | None, skip_bad: bool, prefixes: dict
+    stream: BinaryIO | bytes, path: Path, fmt: ox.RdfFormat, base_iri: str | None, skip_bad: bool, prefixes: dict
 ) -> Iterator[ox.Quad]:
-    """Quads of a Turtle / TriG / RDF/XML stream; its @prefix declarations are added to ``prefixes``."""
-    parser = ox.parse(input=stream, format=fmt, base_iri=base_iri)
+    """Quads of a Turtle / TriG / RDF/XML / N3 / JSON-LD document, its blank nodes renamed for this
+    load; its @prefix declarations are added to ``prefixes``."""
+    parser = ox.parse(input=stream, format=fmt, base_iri=base_iri, rename_blank_nodes=True)
     try:
-        yield from parser
+        for quad in parser:
+            if fmt == ox.RdfFormat.N3 and isinstance(quad.graph_name, ox.BlankNode):
+                raise LoadError(path, None, _N3_FORMULA)
+            yield quad
     except SyntaxError as e:
         hint = (
             "; --skip-bad applies only to line-based formats (nt, nq, text, wikidata-json)"
