@@ -167,7 +167,9 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 @main.command()
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--store", required=True, type=click.Path(file_okay=False, path_type=Path), help="Store directory (created if missing).")
-@click.option("--format", "fmt", help="Override the format guessed from the file name (nt, nq, ttl, trig, rdfxml, text, wikidata-json).")
+@click.option("--format", "fmt",
+              help="Override the format guessed from the file name (nt, nq, ttl, trig, rdfxml, n3, jsonld, owx, ofn, obo, "
+                   "text, wikidata-json).")
 @click.option("--base-iri", help="Namespace for names minted from plain-text triple files.")
 @click.option("--skip-bad", is_flag=True, help="Skip and count malformed lines instead of stopping.")
 @click.option("--hub-threshold", type=click.IntRange(min=1), default=10_000, show_default=True,
@@ -177,7 +179,10 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 @click.option("--graph", metavar="IRI",
               help="Load into this named graph rather than the default graph (serve it with --graph, or per caller "
                    "with --graph-access); its name index is built with it. Not for nq and trig, which name their graphs.")
-def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph):
+@click.option("--context", "contexts", multiple=True, metavar="URL=FILE",
+              help="JSON-LD: read the remote @context URL (as the document writes it) from FILE, a local copy; "
+                   "repeatable. Nothing is fetched from the network (schema.org's context ships with kg-mcp).")
+def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph, contexts):
     """Bulk-load RDF, plain-text triples or Wikidata JSON into a store, atomically.
 
     A load adds to what the store holds. A failed or interrupted load leaves the previous store as it was.
@@ -185,6 +190,12 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph
     from kg_mcp.loading import LoadError, load_sources
     from kg_mcp.namespaces import DEFAULT_BASE_IRI
 
+    copies = {}
+    for given in contexts:
+        url, equals, file = given.rpartition("=")
+        if not equals or not url or not file:
+            raise click.BadParameter(f"{given!r}: write it URL=FILE (the context's URL, then the local copy)", param_hint="--context")
+        copies[url] = Path(file)
     try:
         report = load_sources(
             list(sources),
@@ -195,6 +206,7 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph
             hub_threshold=hub_threshold,
             optimize=optimize,
             graph=graph,
+            contexts=copies,
         )
     except LoadError as e:
         raise click.ClickException(f"load failed, the store is unchanged: {e}") from None

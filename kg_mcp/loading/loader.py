@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +21,8 @@ from kg_mcp.loading.atomic import exclusive_load, recover_interrupted_swap, remo
 from kg_mcp.loading.blank_labels import may_hold_blank_nodes
 from kg_mcp.loading.errors import BadLines, LoadError
 from kg_mcp.loading.json_dump import read_wikidata_json
+from kg_mcp.loading.jsonld import Contexts, read_jsonld
+from kg_mcp.loading.owl_files import OWL_FORMATS, read_owl
 from kg_mcp.loading.rdf_files import blame_line, bulk_load_lines, read_rdf_document, read_rdf_lines, syntax_reason
 from kg_mcp.loading.report import LoadReport, SourceReport
 from kg_mcp.loading.sources import QUAD_FORMATS, Format, check_readable, detect_format, open_source
@@ -49,6 +51,7 @@ def load_sources(
     languages: Sequence[str] | None = None,
     name_index: bool = True,
     graph: str | None = None,
+    contexts: Mapping[str, str | Path] | None = None,
 ) -> LoadReport:
     """Load ``sources`` into the Oxigraph store at ``store_dir`` (created if missing): into its
     default graph, or into the named ``graph`` (its IRI).
@@ -62,6 +65,10 @@ def load_sources(
     unless not ``name_index`` (then the store gets one when first opened), and so is the index of
     ``graph`` and of every graph set the store had one of (kg_mcp.names.store_index). Hub
     statistics describe the default graph: a load into a named graph records none.
+
+    Each source file's blank nodes are its own (kg_mcp.loading.blank_labels). A JSON-LD source's
+    remote contexts are read from the local copies in ``contexts`` ({URL as written: file}) or
+    those kg-mcp ships, never from the network (kg_mcp.loading.jsonld).
     """
     started = time.perf_counter()
     store_dir = Path(store_dir)
@@ -80,6 +87,8 @@ def load_sources(
         ox.NamedNode(base_iri + ENTITY_PATH)
     except ValueError as e:
         raise LoadError(None, None, f"invalid base IRI {base_iri!r} ({e})") from None
+    json_contexts = Contexts(contexts)
+    json_contexts.check()
 
     recover_interrupted_swap(store_dir)
     with exclusive_load(store_dir):
@@ -92,7 +101,8 @@ def load_sources(
             scan = _name_scan(store, staging, plan, skip_bad, languages) if name_index and graph is None else None
             try:
                 report = _load_into(
-                    store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan, optimize, graph
+                    store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan, optimize, graph,
+                    json_contexts,
                 )
                 store.flush()
                 if optimize:  # a second, short pass: what the hub records added, and what the first left
@@ -159,7 +169,7 @@ def _graph_set_indexes(store: ox.Store, staging: Path, graph_sets: list[tuple[st
 
 
 def _load_into(
-    store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None, optimize=True, graph=None
+    store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None, optimize=True, graph=None, contexts=None
 ) -> LoadReport:
     started = time.perf_counter()
     entities = TextMinter(base_iri + ENTITY_PATH)
@@ -177,7 +187,8 @@ def _load_into(
             else:
                 counter = [0]
                 with open_source(path) as stream:
-                    quads = sampler.sample_quads(_read(stream, path, fmt, base_iri, bad, entities, relations, prefixes))
+                    quads = _read(stream, path, fmt, base_iri, bad, entities, relations, prefixes, contexts or Contexts())
+                    quads = sampler.sample_quads(quads)
                     store.bulk_extend(_counted(_into_graph(quads, into), counter, bar))
                 triples = counter[0]
             seconds = time.perf_counter() - source_started
@@ -295,11 +306,15 @@ class _Background:
         return error
 
 
-def _read(stream, path: Path, fmt: Format, base_iri, bad, entities, relations, prefixes) -> Iterable[ox.Quad]:
+def _read(stream, path: Path, fmt: Format, base_iri, bad, entities, relations, prefixes, contexts) -> Iterable[ox.Quad]:
     if fmt.name == "text":
         return read_text_triples(stream, path, entities, relations, bad)
     if fmt.name == "wikidata-json":
         return read_wikidata_json(stream, path, bad)
+    if fmt.name == "jsonld":
+        return read_jsonld(stream, path, base_iri, contexts, prefixes)
+    if fmt.name in OWL_FORMATS:
+        return read_owl(stream, path, fmt.name, prefixes)
     if fmt.line_based:
         return read_rdf_lines(stream, path, fmt.rdf, base_iri, bad)
     return read_rdf_document(stream, path, fmt.rdf, base_iri, bad.skip, prefixes)

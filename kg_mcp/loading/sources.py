@@ -34,6 +34,11 @@ FORMATS = {
         Format("ttl", ox.RdfFormat.TURTLE, False),
         Format("trig", ox.RdfFormat.TRIG, False),
         Format("rdfxml", ox.RdfFormat.RDF_XML, False),
+        Format("n3", ox.RdfFormat.N3, False),
+        Format("jsonld", ox.RdfFormat.JSON_LD, False),
+        Format("owx", None, False),
+        Format("ofn", None, False),
+        Format("obo", None, False),
         Format("text", None, True),
         Format("wikidata-json", None, True),
     )
@@ -42,15 +47,18 @@ _ALIASES = {
     "ntriples": "nt", "n-triples": "nt", "nquads": "nq", "n-quads": "nq", "turtle": "ttl",
     "rdf-xml": "rdfxml", "rdf/xml": "rdfxml", "xml": "rdfxml", "rdf": "rdfxml", "owl": "rdfxml",
     "txt": "text", "tsv": "text", "json": "wikidata-json", "jsonl": "wikidata-json",
-    "ndjson": "wikidata-json", "wikidata": "wikidata-json",
+    "ndjson": "wikidata-json", "wikidata": "wikidata-json", "json-ld": "jsonld", "notation3": "n3",
+    "owl-xml": "owx", "owlxml": "owx", "functional": "ofn", "owl-functional": "ofn", "fss": "ofn",
 }  # fmt: skip
 _EXTENSIONS = {
     ".nt": "nt", ".nq": "nq", ".ttl": "ttl", ".trig": "trig", ".rdf": "rdfxml", ".owl": "rdfxml",
     ".xml": "rdfxml", ".txt": "text", ".tsv": "text", ".json": "wikidata-json",
-    ".jsonl": "wikidata-json", ".ndjson": "wikidata-json",
+    ".jsonl": "wikidata-json", ".ndjson": "wikidata-json", ".n3": "n3", ".jsonld": "jsonld", ".owx": "owx",
+    ".ofn": "ofn", ".obo": "obo",
 }  # fmt: skip
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
 FORMAT_NAMES = ", ".join(FORMATS)
+EXTENSION_NAMES = ", ".join(f"*{extension}" for extension in _EXTENSIONS)
 QUAD_FORMATS = frozenset({"nq", "trig"})  # formats that name each statement's graph themselves
 
 
@@ -73,7 +81,10 @@ def detect_format(path: str | Path, override: str | None = None) -> Format:
     name = _EXTENSIONS.get(suffixes[-1]) if suffixes else None
     if name is None:
         raise LoadError(
-            path, None, f"cannot tell the format from the file name; pass --format (one of: {FORMAT_NAMES})"
+            path,
+            None,
+            f"cannot tell the format from the file name: name it {EXTENSION_NAMES} (.gz or .bz2 may follow), "
+            f"or pass --format (one of: {FORMAT_NAMES})",
         )
     return FORMATS[name]
 
