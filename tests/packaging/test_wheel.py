@@ -51,6 +51,8 @@ def test_wheel_installs_beside_openai_agents(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"kg_mcp"}
     assert {"kg_mcp/agents/ask.py", "kg_mcp/cli/agent_commands.py", "kg_mcp/demo/demo.ttl"} <= set(names)
+    # the JSON-LD context `kg-mcp load` reads for "https://schema.org", with its licence note
+    assert {"kg_mcp/data/jsonld/schema.org.jsonld", "kg_mcp/data/jsonld/README.md"} <= set(names)
     assert any(n.startswith("kg_mcp/prompts/") and n.endswith(".md") for n in names)
 
     venv = tmp_path / "venv"
