@@ -49,7 +49,7 @@ DOCUMENTS = {
     ),
 }
 # name -> (file suffix, its text, load options); .nt.gz goes through the bulk loader as a stream,
-# .nt with skip_bad through the batches of kg_mcp.loading.rdf_files
+# .nt with skip_bad through the batches of kg_mcp.loading.rdf_files; compressed files as any other
 CASES = {
     "nt": (".nt", DOCUMENTS["nt"], {}),
     "nt.gz": (".nt.gz", DOCUMENTS["nt"], {}),
@@ -60,8 +60,10 @@ CASES = {
     "rdfxml": (".rdf", DOCUMENTS["rdf"], {}),
     "n3": (".n3", DOCUMENTS["n3"], {}),
     "jsonld": (".jsonld", DOCUMENTS["jsonld"], {}),
+    "jsonld.gz": (".jsonld.gz", DOCUMENTS["jsonld"], {}),
     "ofn": (".ofn", DOCUMENTS["ofn"], {}),
     "owx": (".owx", DOCUMENTS["owx"], {}),
+    "owx.gz": (".owx.gz", DOCUMENTS["owx"], {}),
 }
 
 

@@ -78,15 +78,18 @@ class Contexts:
 def read_jsonld(
     stream: BinaryIO, path: Path, base_iri: str | None, contexts: Contexts, prefixes: dict
 ) -> Iterator[ox.Quad]:
-    """Quads of a JSON-LD document, its remote contexts read from local copies."""
+    """Quads of a JSON-LD document, its remote contexts read from local copies.
+
+    The document is read whole, as pyoxigraph's JSON-LD parser reads it; its JSON is checked by
+    that parser, which names the line of an error.
+    """
     data = stream.read()
+    if b"@context" not in data:
+        return read_rdf_document(data, path, ox.RdfFormat.JSON_LD, base_iri, False, prefixes)
     try:
         text = data.decode("utf-8-sig")
-        json.loads(text)
     except UnicodeDecodeError as e:
         raise LoadError(path, None, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except ValueError as e:
-        raise LoadError(path, e.lineno, f"not valid JSON ({_json_reason(e)})") from None
     references = list(_context_references(text))
     if references:
         pieces, done = [], 0
@@ -105,27 +108,34 @@ def _json_reason(error: ValueError) -> str:
 
 def _context_references(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, reference) of each string that stands where a context goes: the value of an
-    `@context` member, or an item of an array that is one."""
+    `@context` member, or an item of an array that is one. Malformed JSON is read on as far as it
+    goes: the parser then names its line."""
     stack: list[list] = []  # ["{", last key, a value is due] or ["[", holds contexts]
     for match in _TOKEN.finditer(text):
         token, top = match.group(), stack[-1] if stack else None
         in_context = top is not None and (top[1] == "@context" and top[2] if top[0] == "{" else top[1])
+        if token in ":," and (top is None or top[0] != "{"):
+            continue
         if token == ":":
             top[2] = True
         elif token == ",":
-            if top[0] == "{":
-                top[2] = False
+            top[2] = False
         elif token == "{":
             stack.append(["{", None, False])
         elif token == "[":
             stack.append(["[", bool(in_context)])
         elif token in "}]":
-            stack.pop()
+            if stack:
+                stack.pop()
         elif token.startswith('"'):
+            try:
+                value = json.loads(token)
+            except ValueError:  # a bad escape: the parser will say where
+                continue
             if top is not None and top[0] == "{" and not top[2]:
-                top[1] = json.loads(token)  # a member's name
+                top[1] = value  # a member's name
             elif in_context:
-                yield match.start(), match.end(), json.loads(token)
+                yield match.start(), match.end(), value
 
 
 def _inlined(reference: str, base: str | None, contexts: Contexts, path: Path, line: int, depth: int):

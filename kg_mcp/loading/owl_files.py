@@ -52,10 +52,10 @@ def read_owl(stream: BinaryIO, path: Path, syntax: str, prefixes: dict) -> Itera
     """Quads of an OWL/XML, functional-syntax or OBO document (`syntax`: owx, ofn, obo), its
     blank nodes renamed for this load; its prefixes are added to ``prefixes``."""
     pyhornedowl, model = _libraries(path)
-    data = stream.read()
-    if syntax == "obo":
+    data, translated = stream.read(), syntax == "obo"
+    if translated:
         data, syntax = _obo_as_owl_xml(data, path), "owx"
-    ontology = _open(pyhornedowl, data, syntax, path)
+    ontology = _open(pyhornedowl, data, syntax, path, translated)
     standing = _rewrite_for_the_writer(model, ontology, f"urn:kg-mcp:stand-in:{secrets.token_hex(8)}:")
     for prefix, iri in ontology.prefix_mapping:
         if prefix:
@@ -73,7 +73,7 @@ def _libraries(path: Path):
     return pyhornedowl, model
 
 
-def _open(pyhornedowl, data: bytes, syntax: str, path: Path):
+def _open(pyhornedowl, data: bytes, syntax: str, path: Path, translated: bool):
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -82,6 +82,8 @@ def _open(pyhornedowl, data: bytes, syntax: str, path: Path):
         return pyhornedowl.open_ontology_from_string(text, syntax)
     except ValueError as e:
         message = str(e).removeprefix("Failed to open ontology: ")
+        if translated:  # the line would be one of fastobo's output, not of the user's file
+            raise LoadError(path, None, f"fastobo's OWL translation of this OBO file is unreadable ({_reason(message)})") from None
         raise LoadError(path, _line(message, data), f"not valid {OWL_FORMATS[syntax]} ({_reason(message)})") from None
 
 

@@ -39,7 +39,9 @@ def read_rdf_lines(
     blanks = FileBlankNodes()
     first = 1
     while lines := stream.readlines(_BATCH_BYTES):
-        yield from blanks.quads(_parse_batch(lines, first, path, fmt, base_iri, bad))
+        quads = _parse_batch(lines, first, path, fmt, base_iri, bad)
+        # a batch without "_:" has no blank node: its quads need no look at all
+        yield from blanks.quads(quads) if b"_:" in b"".join(lines) else quads
         first += len(lines)
 
 
