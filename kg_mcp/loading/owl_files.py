@@ -136,12 +136,14 @@ def _rewrite_for_the_writer(model, ontology, placeholder: str) -> dict[ox.NamedN
     """
     standing: dict[ox.NamedNode, tuple] = {}
     for number, axiom in enumerate(list(ontology.get_axioms())):
-        component, name = axiom.component, f"{placeholder}{number}"
-        stand_in = model.Class(model.IRI.parse(name))
-        if isinstance(component, model.DisjointClasses) and len(component.first) > 2:
-            replacement, meaning = model.DisjointUnion(stand_in, component.first), (None, _DISJOINT_UNION_OF)
-        elif not axiom.ann:
+        component = axiom.component
+        nary = isinstance(component, model.DisjointClasses) and len(component.first) > 2
+        if not (nary or axiom.ann):
             continue
+        name = f"{placeholder}{number}"
+        stand_in = model.Class(model.IRI.parse(name))
+        if nary:
+            replacement, meaning = model.DisjointUnion(stand_in, component.first), (None, _DISJOINT_UNION_OF)
         elif isinstance(component, model.DisjointUnion):
             replacement, meaning = model.DisjointUnion(stand_in, component.second), (component.first, _DISJOINT_UNION_OF)
         elif isinstance(component, model.HasKey) and isinstance(component.ce, model.Class):
