@@ -332,8 +332,6 @@ def test_malformed_owl_and_obo_files_fail_with_file_and_line(tmp_path, kept, nam
 
 
 def test_format_names_in_errors_and_help(tmp_path):
-    with pytest.raises(LoadError) as error:
-        load_sources([tmp_path / "x.data"], tmp_path / "s.store", progress=False)
     (tmp_path / "x.data").write_text("")
     with pytest.raises(LoadError) as error:
         load_sources([tmp_path / "x.data"], tmp_path / "s.store", progress=False)
