@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -35,6 +36,13 @@ def signing_key() -> dict:
     private = ec.generate_private_key(ec.SECP256R1())
     jwk = jwt.algorithms.ECAlgorithm.to_jwk(private, as_dict=True)
     return {**jwk, "kid": uuid.uuid4().hex[:16], "use": "sig", "alg": "ES256"}
+
+
+def published_development_key() -> dict:
+    """oidc-provider's quick-start signing key (a private RSA JWK) as its npm package publishes it:
+    what an issuer must never sign with, since anyone can."""
+    text = (NODE_MODULES / "oidc-provider" / "lib" / "consts" / "dev_keystore.js").read_text()
+    return dict(re.findall(r"(\w+): '([^']*)'", text))
 
 
 def require_provider() -> tuple[str, Path]:

@@ -1,4 +1,5 @@
-"""An optional per-client rate limit for the HTTP transports (`serve --rate-limit N`)."""
+"""An optional per-client rate limit for the HTTP transports (`serve --rate-limit N`), and the
+count of tokens that would be asked of an OAuth issuer, which holds with it or without it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from kg_mcp.state import SharedStateError
 from kg_mcp.state.memory import take_token
 
 log = logging.getLogger(__name__)
+
+NEW_TOKENS_PER_MINUTE = 120  # without --rate-limit: tokens asked of the issuer, per address, a minute
+# Set in an ASGI scope once the request has been counted against its address, so that a request
+# with a token that is no one's is not counted twice (kg_mcp.serving.app orders these guards).
+COUNTED = "kg_mcp.address_counted"
 
 
 class RateLimit:
@@ -54,9 +60,19 @@ class RateLimit:
         if scope["type"] != "http" or scope.get("path") in self.passing:
             return await self.app(scope, receive, send)
         client = request_key(scope)
+        if client.startswith("sub:"):
+            pass  # a signed-in caller's own bucket (behind sign-in): never counted before it
+        elif scope.get(COUNTED):
+            return await self.app(scope, receive, send)  # its token cost its address a request already
+        else:
+            scope[COUNTED] = True
         wait = await self._wait(client)
         if wait is None:
             return await self.app(scope, receive, send)
+        await self.refuse(send, client, wait)
+
+    async def refuse(self, send, client: str, wait: float, what: str = "requests") -> None:
+        """Answer 429: `client` has spent its `per_minute` `what` and gets one more in `wait` s."""
         retry_after = max(1, math.ceil(wait))
         self._refused += 1
         now = self.clock()
@@ -66,7 +82,7 @@ class RateLimit:
         body = json.dumps(
             {
                 "error": "rate_limited",
-                "message": f"Too many requests: this server allows {self.per_minute} requests a minute per client. "
+                "message": f"Too many {what}: this server allows {self.per_minute} {what} a minute per client. "
                 f"Retry after {retry_after} s.",
                 "retry_after": retry_after,
             }
@@ -95,3 +111,39 @@ class RateLimit:
     def _take(self, client: str) -> float | None:
         """Spend one request of `client`'s bucket: None if allowed, else the seconds until one is."""
         return take_token(self.buckets, client, self.per_minute, self.clock(), self.MAX_CLIENTS)
+
+
+class TokenChecks:
+    """ASGI middleware in front of the SDK's auth: a request whose bearer token the OAuth issuer would
+    be asked about (an opaque token with no answer remembered: kg_mcp.serving.oauth's `needs_issuer`)
+    is counted against its address before the token is read, in the rate limit's bucket (`limiter`),
+    or without one in a bucket of NEW_TOKENS_PER_MINUTE; past it the request is answered 429 and the
+    issuer is not asked. A token already answered for passes uncounted here (a signed-in caller is
+    counted by its subject behind sign-in), so a flood of forged tokens from one address spends that
+    address's requests and no one else's."""
+
+    def __init__(self, app, verifier, limiter: RateLimit | None = None, shared=None):
+        self.app = app
+        self.verifier = verifier
+        self.own = limiter is None
+        self.limiter = limiter or RateLimit(None, NEW_TOKENS_PER_MINUTE, shared=shared)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and not scope.get(COUNTED):
+            token = bearer_token(scope)
+            if token and self.verifier.needs_issuer(token):
+                scope[COUNTED] = True
+                client = request_key(scope)
+                wait = await self.limiter._wait(f"new-tokens:{client}" if self.own else client)
+                if wait is not None:
+                    return await self.limiter.refuse(send, client, wait, "new tokens" if self.own else "requests")
+        return await self.app(scope, receive, send)
+
+
+def bearer_token(scope) -> str | None:
+    """The token of a request's `Authorization: Bearer` header, read as the SDK reads it."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            text = value.decode("latin-1")
+            return text[7:] if text[:7].lower() == "bearer " else None
+    return None
