@@ -7,7 +7,7 @@ Metadata), authorization code with PKCE signed in through the provider's forms, 
 opaque tokens by introspection, the 403 scope challenge, and the tokens that must be refused
 (another audience, expired, tampered, alg none, an HMAC made with the public key, an unknown key id,
 times that are not numbers); a flood of forged opaque tokens counted against its address before the
-issuer is asked; an issuer signing with a published
+issuer is asked; /metrics naming no one without its token; an issuer signing with a published
 development key refused at start; then a key rotation.
 """
 
@@ -20,6 +20,7 @@ import hmac
 import json
 import math
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -46,6 +47,7 @@ from kg_mcp.serving.published_keys import published_as
 
 SECRET = "client-secret-" + "x" * 24
 SERVER_SECRET = "kg-mcp-introspects-" + "y" * 20
+METRICS_TOKEN = "metrics-scraper-" + "z" * 20
 RATE_LIMIT = 40  # requests a minute per client (a subject, else an address)
 
 
@@ -93,7 +95,7 @@ def team(tmp_path_factory):
     )
     provider.start()
     audit = work / "audit.jsonl"
-    env = {**os.environ, "KGSECRET": SERVER_SECRET, "KG_MCP_OAUTH_LEEWAY_S": "0"}
+    env = {**os.environ, "KGSECRET": SERVER_SECRET, "KG_MCP_OAUTH_LEEWAY_S": "0", "KG_MCP_METRICS_TOKEN": METRICS_TOKEN}
     command = [
         "serve", "--transport", "http", "--port", str(port), "--enable-sparql", "--rate-limit", str(RATE_LIMIT),
         "--oauth-issuer", provider.issuer, "--public-url", resource,
@@ -331,6 +333,20 @@ async def test_forged_opaque_tokens_spend_their_own_addresss_requests_only(team)
         together = await asyncio.gather(*(initialize_from(http, team, fresh) for _ in range(10)))
     assert {a.status_code for a in again + together} == {401}
     assert introspections(provider) - asked == 1  # the fresh token, once for its ten requests
+
+
+async def test_metrics_name_no_subject_without_their_own_token(team):
+    token = team["provider"].client_credentials("reader-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        async with Client(streamable_http_client(team["resource"], http_client=http)) as client:
+            assert not (await client.call_tool("find_entities", {"name": "Vincent van Gogh"})).is_error
+    metrics = team["base"] + "/metrics"
+    for refused in (httpx2.get(metrics, timeout=60), httpx2.get(metrics, headers={"Authorization": f"Bearer {token}"})):
+        assert refused.status_code == 401 and "reader-ci" not in refused.text
+        assert refused.json()["error_description"] == "/metrics needs its own token (KG_MCP_METRICS_TOKEN)."
+    shown = httpx2.get(metrics, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=60)
+    assert shown.status_code == 200
+    assert re.search(r'^kg_mcp_caller_tool_calls_total\{caller="reader-ci",outcome="ok"\} [1-9]', shown.text, re.M)
 
 
 def test_an_issuer_signing_with_a_published_key_is_refused_at_start(tmp_path):

@@ -31,7 +31,7 @@ from kg_mcp.observability import metrics
 from kg_mcp.serving.auth_gate import install as install_auth
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.serving.guards import HostOriginGuard, JsonRpcCheck
-from kg_mcp.serving.health import OpsRoutes, Readiness
+from kg_mcp.serving.health import MetricsAccess, OpsRoutes, Readiness
 from kg_mcp.serving.instrument import HttpStatusMetrics, ToolCallMetrics
 from kg_mcp.serving.limits import HttpLimits, connection_cap
 from kg_mcp.serving.log_repeats import install as install_log_filter
@@ -61,6 +61,7 @@ def serve(
     stateless: bool = False,
     readiness: Readiness | None = None,
     shared: SharedState | None = None,
+    metrics_access: MetricsAccess | None = None,
 ) -> None:
     """Run until interrupted. HTTP binds to loopback unless told otherwise; Host/Origin are allow-listed.
 
@@ -70,6 +71,7 @@ def serve(
     `stateless`: streamable HTTP without MCP sessions (the SDK's stateless mode).
     `readiness`: what /readyz checks (kg_mcp.serving.health).
     `shared`: where the rate limit keeps its buckets (kg_mcp.state; Redis shares them between replicas).
+    `metrics_access`: who may read which series of /metrics (kg_mcp.serving.health.MetricsAccess).
     """
     if transport == "stdio":
         anyio.run(serve_stdio, server)
@@ -81,7 +83,7 @@ def serve(
     server.middleware.append(ToolCallMetrics(server))
     limiter = RateLimit(None, rate_limit, shared=shared) if rate_limit else None
     app = _http_app(server, transport, host, limits, stateless, limiter, shared)
-    app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({})), hosts, origins))
+    app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({}), metrics_access), hosts, origins))
     app = WholeResponses(app)  # a replica killed mid-answer leaves nothing half sent (nginx retries it)
     config = uvicorn.Config(
         app,
