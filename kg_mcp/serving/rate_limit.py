@@ -7,7 +7,10 @@ import copy
 import json
 import logging
 import math
+import random
 import time
+
+import anyio
 
 from kg_mcp.calls.caller import request_key
 from kg_mcp.state import SharedStateError
@@ -16,6 +19,13 @@ from kg_mcp.state.memory import take_token
 log = logging.getLogger(__name__)
 
 NEW_TOKENS_PER_MINUTE = 120  # without --rate-limit: tokens asked of the issuer, per address, a minute
+# Past FREE_REFUSALS refusals of one client in a second, each more 429 leaves about HOLD_S after its
+# request came (its Retry-After counted from then): a client that floods waits for each refusal, so
+# its connections (256 at most from one address) bring about that many requests a second and cost
+# the event loop little. Each hold is drawn between half and one and a half of HOLD_S, so that a
+# flood's connections do not come back in step. A client that waits as told is never held.
+FREE_REFUSALS = 8
+HOLD_S = 1.0
 # Set in an ASGI scope once the request has been counted against its address, so that a request
 # with a token that is no one's is not counted twice (kg_mcp.serving.app orders these guards).
 COUNTED = "kg_mcp.address_counted"
@@ -32,7 +42,7 @@ class RateLimit:
     whatever its address, and any other request counts against its address, as here. Each client has
     a token bucket of `per_minute` requests that refills continuously, so short bursts pass and a
     steady stream is held to the rate. Every HTTP request counts (an MCP session's start takes two
-    or three, then one per call).
+    or three, then one per call). A client refused again and again is answered later (HOLD_S).
     """
 
     MAX_CLIENTS = 10_000  # buckets kept; idle (full) ones are dropped first
@@ -46,6 +56,8 @@ class RateLimit:
         self.shared = shared  # kg_mcp.state: with Redis, one bucket per client across replicas
         self.buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
         self.passing: frozenset[str] = frozenset()  # paths counted behind sign-in instead (behind_sign_in)
+        self.hold_s, self.sleep = HOLD_S, anyio.sleep
+        self._refusals: dict[str, tuple[float, int]] = {}  # client -> (its second's start, refusals in it)
         self._refused, self._warned_at = 0, float("-inf")
 
     def behind_sign_in(self, app, path: str) -> RateLimit:
@@ -72,8 +84,13 @@ class RateLimit:
         await self.refuse(send, client, wait)
 
     async def refuse(self, send, client: str, wait: float, what: str = "requests") -> None:
-        """Answer 429: `client` has spent its `per_minute` `what` and gets one more in `wait` s."""
-        retry_after = max(1, math.ceil(wait))
+        """Answer 429, `hold_s` from now: `client` has spent its `per_minute` `what` and gets one more
+        `wait` s from now."""
+        now = self.clock()
+        held = self.hold_s * random.uniform(0.5, 1.5) if self._flooding(client, now) else 0.0
+        if held:
+            await self.sleep(held)
+        retry_after = max(1, math.ceil(wait - held))
         self._refused += 1
         now = self.clock()
         if now - self._warned_at >= 10:  # a flood of refusals must not flood the log too
@@ -99,6 +116,16 @@ class RateLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+    def _flooding(self, client: str, now: float) -> bool:
+        """Count a refusal of `client`: whether it has had FREE_REFUSALS already in this second."""
+        start, count = self._refusals.get(client, (now, 0))
+        if now - start >= 1.0:
+            start, count = now, 0
+        self._refusals[client] = (start, count + 1)
+        if len(self._refusals) > self.MAX_CLIENTS:
+            self._refusals = {k: v for k, v in self._refusals.items() if now - v[0] < 1.0}
+        return count >= FREE_REFUSALS
 
     async def _wait(self, client: str) -> float | None:
         if self.shared is not None:
