@@ -1,5 +1,7 @@
 """A real OpenID provider for the tests: npm `oidc-provider` (OpenID certified) run by tests/js/oidc_provider.mjs
-on a loopback port, configured with the clients, users, resources and signing keys a test gives it.
+on a loopback port, configured with the clients, users, resources and signing keys a test gives it;
+given no key, it signs with one it makes at start (never oidc-provider's published development key).
+It counts the requests each of its endpoints is sent (GET /_test/counts).
 
 It issues RFC 9068 JWT access tokens bound to the resource indicator (RFC 8707) by client credentials
 and by authorization code with PKCE (sign-in and consent are HTML forms: `sign_in` fills them over
