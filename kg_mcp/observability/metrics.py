@@ -16,7 +16,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import (
+    REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest,
+)
 
 disable_created_metrics()  # the *_created series double every line for nothing an operator reads
 

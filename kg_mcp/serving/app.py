@@ -7,8 +7,8 @@ request exists: kg_mcp.serving.connections), the count of its response's status
 routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
 (kg_mcp.serving.rate_limit), the count of tokens an OAuth issuer would be asked about (by address,
 before the SDK reads them: kg_mcp.serving.rate_limit.TokenChecks), the SDK's bearer auth, then on
-the MCP endpoint the rate limit (once the token is read), the body cap and JSON-RPC checks (kg_mcp.serving.guards) and the session caps
-(kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
+the MCP endpoint the rate limit (once the token is read), the body cap and JSON-RPC checks
+(kg_mcp.serving.guards) and the session caps (kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
 client's address as kg_mcp.calls.caller counts it (IPv6 per /64), except that on the MCP endpoint the
 rate limit and the session caps count a signed-in caller (its subject) apart from its address.
 With `stateless` the SDK keeps no MCP session and answers in one JSON body: every request stands

@@ -30,6 +30,8 @@ from kg_mcp.serving.rate_limit import bearer_token
 
 CHECK_TIMEOUT_S = 2.0  # a check that takes longer counts as failed (its thread finishes on its own)
 CHECK_CACHE_S = 1.0  # probes from many load balancers share one check a second
+METRICS_REFUSED = json.dumps({"error": "unauthorized",
+                              "error_description": "/metrics needs its own token (KG_MCP_METRICS_TOKEN)."}).encode() + b"\n"
 
 
 @dataclass
@@ -113,8 +115,8 @@ class OpsRoutes:
             if path == "/metrics":
                 callers = self.metrics.shown(scope)
                 if callers is None:
-                    body = b'{"error": "unauthorized", "error_description": "/metrics needs its own token (KG_MCP_METRICS_TOKEN)."}\n'
-                    return await _respond(send, 401, body, b"application/json", [(b"www-authenticate", b'Bearer realm="metrics"')])
+                    return await _respond(send, 401, METRICS_REFUSED, b"application/json",
+                                          [(b"www-authenticate", b'Bearer realm="metrics"')])
                 return await _respond(send, 200, exposition(callers=callers), CONTENT_TYPE_LATEST.encode())
         return await self.app(scope, receive, send)
 

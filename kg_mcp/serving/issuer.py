@@ -115,8 +115,8 @@ def signing_keys(document, where: str) -> dict[str, dict]:
 
 def published_keys_in(document) -> list[str]:
     """What each published key (kg_mcp.serving.published_keys) in a JWKS `document` is."""
-    found = [published_as(jwk) for jwk in document.get("keys", []) if isinstance(jwk, dict)] if isinstance(document, dict) else []
-    return [what for what in found if what]
+    keys = document.get("keys", []) if isinstance(document, dict) else []
+    return [what for jwk in keys if isinstance(jwk, dict) and (what := published_as(jwk))]
 
 
 class IssuerClient:

@@ -2,8 +2,8 @@
 the Redis itself is given.
 
 A tree is kept as one record (the tree, and the last request that moved it with its answer when a
-proxy may send that request again), JSON compressed with zlib: a tree of 50 explored entities of
-100 neighbours, a few hundred KB as JSON, takes a fifth to a tenth of that. Each record's size is
+proxy may send that request again), JSON compressed with zlib: on MetaQA a record of 9 KB after
+one step takes 1.1 KB, one of 63 KB after 50 steps 15 KB. Each record's size is
 counted, per caller and in all, in the same Lua script that stores it, so replicas storing at once
 cannot together pass a bound:
 
