@@ -221,7 +221,7 @@ def start_redis(port: int, folder: Path) -> subprocess.Popen:
         ["redis-server", str(STOCK_REDIS_CONF), "--port", str(port), "--bind", "127.0.0.1",
          "--daemonize", "no", "--supervised", "no", "--dir", str(folder.resolve()), "--logfile", "",
          "--pidfile", str(folder.resolve() / "redis.pid"), "--save", "", "--appendonly", "no", "--unixsocket", "",
-         "--maxmemory", "128mb", "--maxmemory-policy", "volatile-lru"],
+         "--maxmemory", "128mb", "--maxmemory-policy", "noeviction"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while True:

@@ -158,6 +158,13 @@ class Settings(BaseSettings):
     # Replicas behind a load balancer (docs/team/deploy.md).
     stateless: bool = Field(False, description="streamable HTTP without MCP sessions: any replica can take any request")
     redis: str = Field("", description="redis:// URL of the store shared by replicas (traversals, rate limits, places, locks); empty: this process")
+    metrics_callers: bool = Field(
+        False, description="/metrics shows tool calls by signed-in caller, naming each subject, to anyone who reaches it"
+    )
+    metrics_token: SecretStr = Field(
+        SecretStr(""), description="bearer token /metrics asks for (then it shows the series by caller too); empty: "
+        "none asked"
+    )
     cursor_key: SecretStr = Field(
         SecretStr(""), description="secret that signs the cursors of paged listings (any text); empty: one kept in "
         "the shared Redis, else one made by each process at start (a restart then ends open cursors)"

@@ -1,5 +1,7 @@
 """A real OpenID provider for the tests: npm `oidc-provider` (OpenID certified) run by tests/js/oidc_provider.mjs
-on a loopback port, configured with the clients, users, resources and signing keys a test gives it.
+on a loopback port, configured with the clients, users, resources and signing keys a test gives it;
+given no key, it signs with one it makes at start (never oidc-provider's published development key).
+It counts the requests each of its endpoints is sent (GET /_test/counts).
 
 It issues RFC 9068 JWT access tokens bound to the resource indicator (RFC 8707) by client credentials
 and by authorization code with PKCE (sign-in and consent are HTML forms: `sign_in` fills them over
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -35,6 +38,13 @@ def signing_key() -> dict:
     private = ec.generate_private_key(ec.SECP256R1())
     jwk = jwt.algorithms.ECAlgorithm.to_jwk(private, as_dict=True)
     return {**jwk, "kid": uuid.uuid4().hex[:16], "use": "sig", "alg": "ES256"}
+
+
+def published_development_key() -> dict:
+    """oidc-provider's quick-start signing key (a private RSA JWK) as its npm package publishes it:
+    what an issuer must never sign with, since anyone can."""
+    text = (NODE_MODULES / "oidc-provider" / "lib" / "consts" / "dev_keystore.js").read_text()
+    return dict(re.findall(r"(\w+): '([^']*)'", text))
 
 
 def require_provider() -> tuple[str, Path]:

@@ -5,17 +5,23 @@ The provider issues RFC 9068 JWT access tokens bound to the resource indicator; 
 its keys through its discovery document. Covered: discovery from the 401 (Protected Resource
 Metadata), authorization code with PKCE signed in through the provider's forms, client credentials,
 opaque tokens by introspection, the 403 scope challenge, and the tokens that must be refused
-(another audience, expired, tampered, alg none, an HMAC made with the public key, an unknown key id),
-then a key rotation.
+(another audience, expired, tampered, alg none, an HMAC made with the public key, an unknown key id,
+times that are not numbers); a flood of forged opaque tokens counted against its address before the
+issuer is asked; /metrics naming no one without its token; an issuer signing with a published
+development key refused at start; then a key rotation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
+import math
 import os
+import re
+import secrets
 import subprocess
 import sys
 import time
@@ -33,11 +39,16 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from conftest import INITIALIZE, MCP_HEADERS, free_port, wait_for_http
-from oidc import Memory, Provider, sign_in, signing_key
+from oidc import Memory, Provider, published_development_key, running_provider, sign_in, signing_key
+from kg_mcp.errors import ConfigError
+from kg_mcp.serving.auth import server_auth
 from kg_mcp.serving.oauth import REFETCH_S
+from kg_mcp.serving.published_keys import published_as
 
 SECRET = "client-secret-" + "x" * 24
 SERVER_SECRET = "kg-mcp-introspects-" + "y" * 20
+METRICS_TOKEN = "metrics-scraper-" + "z" * 20
+RATE_LIMIT = 40  # requests a minute per client (a subject, else an address)
 
 
 ALL_SCOPES = "kg:read kg:sparql"
@@ -84,9 +95,9 @@ def team(tmp_path_factory):
     )
     provider.start()
     audit = work / "audit.jsonl"
-    env = {**os.environ, "KGSECRET": SERVER_SECRET, "KG_MCP_OAUTH_LEEWAY_S": "0"}
+    env = {**os.environ, "KGSECRET": SERVER_SECRET, "KG_MCP_OAUTH_LEEWAY_S": "0", "KG_MCP_METRICS_TOKEN": METRICS_TOKEN}
     command = [
-        "serve", "--transport", "http", "--port", str(port), "--enable-sparql",
+        "serve", "--transport", "http", "--port", str(port), "--enable-sparql", "--rate-limit", str(RATE_LIMIT),
         "--oauth-issuer", provider.issuer, "--public-url", resource,
         "--oauth-client-id", "kg-mcp", "--oauth-client-secret-env", "KGSECRET", "--audit-log", str(audit),
     ]
@@ -244,6 +255,13 @@ def test_tokens_that_must_be_refused(team):
     hmac_header = b64(json.dumps({"alg": "HS256", "typ": "at+jwt", "kid": provider.config["keys"][0]["kid"]}).encode())
     signing_input = f"{hmac_header}.{payload}".encode()
     confused = f"{hmac_header}.{payload}.{b64(hmac.new(pem, signing_input, hashlib.sha256).digest())}"
+    issuer_key = provider.config["keys"][0]
+
+    def resigned(**changes) -> str:  # the claims changed and signed again with the issuer's own key
+        headers = {"kid": issuer_key["kid"], "typ": "at+jwt"}
+        return jwt.encode({**claims, **changes}, jwt.PyJWK(issuer_key).key, algorithm="ES256", headers=headers)
+
+    assert initialize(team, resigned()).status_code == 200  # as issued, the signing is no reason to refuse
     short = provider.client_credentials("short-ci", SECRET, team["resource"], "kg:read")["access_token"]
     assert initialize(team, short).status_code == 200
     time.sleep(2.1)  # its one-second life is over (the server allows no leeway here)
@@ -255,12 +273,99 @@ def test_tokens_that_must_be_refused(team):
         "unknown key": forged,
         "HMAC with the public key": confused,
         "expired": short,
+        # Read as no expiry at all, a string exp would keep the token good for ever.
+        "exp a numeric string": resigned(exp=str(claims["exp"])),
+        "nbf a numeric string": resigned(nbf=str(claims["iat"])),
+        "iat a numeric string": resigned(iat=str(claims["iat"])),
     }.items():
         response = initialize(team, token)
         assert response.status_code == 401, name
         assert challenge(response)["error"] == "invalid_token", name
     log = team["log"].read_text()
     assert good not in log and forged not in log  # no token is ever logged
+
+
+def introspections(provider) -> int:
+    """How many introspection requests the provider has been sent."""
+    return httpx2.get(f"{provider.issuer}/_test/counts", timeout=60).json().get("/token/introspection", 0)
+
+
+def from_address(address: str) -> httpx2.AsyncClient:
+    """An HTTP client whose connections leave from another loopback address: another client to the server."""
+    return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address=address), timeout=60)
+
+
+async def initialize_from(http: httpx2.AsyncClient, team, token: str) -> httpx2.Response:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    return await http.post(team["resource"], json=INITIALIZE, headers=headers)
+
+
+async def test_forged_opaque_tokens_spend_their_own_addresss_requests_only(team):
+    """One address sends three times its rate limit of made-up opaque tokens at once: the issuer is
+    asked about no more of them than the address's bucket holds, the rest are answered 429 before
+    anything is asked, and a signed-in caller's token (answered before) still passes from that very
+    address. A forged token sent again, or ten times at once, is answered from memory: the issuer is
+    asked once."""
+    provider = team["provider"]
+    good = provider.client_credentials("reader-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    assert initialize(team, good).status_code == 200  # checked once, from 127.0.0.1
+    asked = introspections(provider)
+    forged = [secrets.token_urlsafe(32) for _ in range(3 * RATE_LIMIT)]
+    started = time.monotonic()
+    async with from_address("127.0.0.2") as http:
+        answers = await asyncio.gather(*(initialize_from(http, team, token) for token in forged))
+        elapsed = time.monotonic() - started
+        bystander = await initialize_from(http, team, good)
+    statuses = [answer.status_code for answer in answers]
+    spent = introspections(provider) - asked
+    assert set(statuses) == {401, 429}
+    assert statuses.count(401) == spent  # each forged token let through was asked about once, no other
+    assert spent <= RATE_LIMIT + math.ceil(RATE_LIMIT / 60 * elapsed)  # the bucket, and what refilled meanwhile
+    assert all(a.headers["retry-after"] for a in answers if a.status_code == 429)
+    assert "Too many requests" in next(a for a in answers if a.status_code == 429).json()["message"]
+    assert bystander.status_code == 200
+
+    refused_before = forged[statuses.index(401)]
+    fresh = secrets.token_urlsafe(32)
+    asked = introspections(provider)
+    async with from_address("127.0.0.3") as http:
+        again = await asyncio.gather(*(initialize_from(http, team, refused_before) for _ in range(10)))
+        together = await asyncio.gather(*(initialize_from(http, team, fresh) for _ in range(10)))
+    assert {a.status_code for a in again + together} == {401}
+    assert introspections(provider) - asked == 1  # the fresh token, once for its ten requests
+
+
+async def test_metrics_name_no_subject_without_their_own_token(team):
+    token = team["provider"].client_credentials("reader-ci", SECRET, team["resource"], "kg:read")["access_token"]
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        async with Client(streamable_http_client(team["resource"], http_client=http)) as client:
+            assert not (await client.call_tool("find_entities", {"name": "Vincent van Gogh"})).is_error
+    metrics = team["base"] + "/metrics"
+    for refused in (httpx2.get(metrics, timeout=60), httpx2.get(metrics, headers={"Authorization": f"Bearer {token}"})):
+        assert refused.status_code == 401 and "reader-ci" not in refused.text
+        assert refused.json()["error_description"] == "/metrics needs its own token (KG_MCP_METRICS_TOKEN)."
+    shown = httpx2.get(metrics, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=60)
+    assert shown.status_code == 200
+    assert re.search(r'^kg_mcp_caller_tool_calls_total\{caller="reader-ci",outcome="ok"\} [1-9]', shown.text, re.M)
+
+
+def test_an_issuer_signing_with_a_published_key_is_refused_at_start(tmp_path):
+    """oidc-provider's quick-start key, even published under a key id of the issuer's own, stops the
+    server before it serves; the test provider given no key makes one of its own, which is trusted."""
+    resource = "http://127.0.0.1:9/mcp"
+    config = {"clients": [machine("reader-ci")], "users": {}, "resources": {resource: {"scope": ALL_SCOPES}}}
+    renamed = {**published_development_key(), "kid": "our-very-own-key"}
+    with running_provider(tmp_path, {**config, "keys": [renamed], "alg": "RS256"}) as careless:
+        with pytest.raises(ConfigError) as refused:
+            server_auth(issuer=careless.issuer, public_url=resource)
+    assert "quick-start development key" in str(refused.value) and "its `jwks` option" in str(refused.value)
+    with running_provider(tmp_path, config) as own:
+        keys = httpx2.get(f"{own.issuer}/jwks", timeout=60).json()["keys"]
+        assert len(keys) == 1 and published_as(keys[0]) is None
+        token = own.client_credentials("reader-ci", SECRET, resource, "kg:read")["access_token"]
+        auth = server_auth(issuer=own.issuer, public_url=resource)
+        assert jwt.get_unverified_header(token)["kid"] == keys[0]["kid"]
+        assert asyncio.run(auth.verifier.verify_token(token)).subject == "reader-ci"
 
 
 def test_a_rotated_key_is_fetched_on_its_first_token(team):

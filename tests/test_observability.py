@@ -25,6 +25,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from bench.common import free_port
 from bench.team_rig import _end, start_redis, tool_counts
+from kg_mcp.observability import metrics
+from kg_mcp.serving.health import MetricsAccess, OpsRoutes, Readiness
+from kg_mcp.settings import Settings
 
 
 @contextmanager
@@ -118,6 +121,18 @@ def test_health_metrics_and_traces_of_one_replica():
     assert len(calls) == 3 and queries
     under = {bytes(s.trace_id) for s in calls}
     assert any(bytes(q.trace_id) in under and bytes(q.parent_span_id) for q in queries)  # a call's query, under it
+
+
+async def test_metrics_name_signed_in_callers_only_when_the_operator_asks():
+    """The series by caller name their subject: left out of /metrics by default, shown with
+    KG_MCP_METRICS_CALLERS (with KG_MCP_METRICS_TOKEN, behind that token: tests/test_oauth.py)."""
+    metrics.record_call("search", "ok", 0.01, "sub:zed@example.org")
+    for access, shown in ((None, False), (MetricsAccess.from_settings(Settings(metrics_callers=True)), True)):
+        app = OpsRoutes(None, Readiness({}), access)
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://127.0.0.1") as http:
+            text = (await http.get("/metrics")).text
+        assert "kg_mcp_tool_calls_total" in text
+        assert ('caller="zed@example.org"' in text) is shown and ("kg_mcp_caller_tool_calls" in text) is shown
 
 
 def test_a_long_calls_trace_goes_on_in_its_worker_process(metaqa_store_dir):

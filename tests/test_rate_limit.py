@@ -8,6 +8,7 @@ The token bucket itself is also checked with a fake clock (no sleeping, no timin
 from __future__ import annotations
 
 import json
+import math
 
 import httpx2
 import pytest
@@ -16,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import INITIALIZE
 from fault_proxy import kg_mcp_server
-from kg_mcp.serving.rate_limit import RateLimit
+from kg_mcp.serving.rate_limit import FREE_REFUSALS, HOLD_S, RateLimit
 from kg_mcp.serving.tokens import new_token
 
 TOKEN = "kgmcp-rate-limit-token-0123456789abcdef"
@@ -141,6 +142,28 @@ async def test_token_bucket_refills_at_the_rate():
     assert (await _call(limiter, "a"))[0] == 429
     clock.now += 3600  # a long pause refills the bucket, never past the burst
     assert [(await _call(limiter, "a"))[0] for _ in range(7)] == [200] * 6 + [429]
+
+
+async def test_a_client_refused_again_and_again_waits_about_a_second_for_each_refusal():
+    """A client that sends again as soon as it is refused waits for each refusal past the first
+    FREE_REFUSALS in a second, not all for the same time: a flood of one client's connections then
+    brings about one request a second on each, not in step. Its Retry-After counts from the answer."""
+    clock, held = FakeClock(), []
+
+    async def sleep(seconds: float) -> None:
+        held.append(seconds)
+
+    limiter = RateLimit(_ok_app, per_minute=6, clock=clock)  # one request every 10 s, bursts of 6
+    limiter.sleep = sleep
+    assert [(await _call(limiter, "a"))[0] for _ in range(6)] == [200] * 6
+    refusals = [await _call(limiter, "a") for _ in range(FREE_REFUSALS + 5)]
+    assert all(status == 429 for status, _, _ in refusals) and len(held) == 5  # the free ones left at once
+    assert all(0.5 * HOLD_S <= s <= 1.5 * HOLD_S for s in held) and len(set(held)) > 1
+    assert refusals[0][1]["retry-after"] == "10"
+    assert refusals[-1][1]["retry-after"] == str(max(1, math.ceil(10 - held[-1])))
+    assert (await _call(limiter, "b"))[0] == 200 and len(held) == 5  # another client is not held
+    clock.now += 10.0  # a client that waits as told is let through, and its next refusal is not held
+    assert [(await _call(limiter, "a"))[0] for _ in range(2)] == [200, 429] and len(held) == 5
 
 
 async def test_buckets_stay_bounded():

@@ -6,6 +6,7 @@ not answer does (a clear error where it is needed, this process's own limits els
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
@@ -182,6 +183,86 @@ def test_one_callers_trees_are_bounded_apart_from_the_others(state, monkeypatch)
         assert list(taken.tree.nodes) == ["a"]
     with state.checkout("addr:198.51.100.7 session:keep", "q", None, "addr:198.51.100.7") as taken:
         assert list(taken.tree.nodes) == ["b"]  # another caller's tree is not its to push out
+
+
+def _heavy_tree(tree, rng) -> None:
+    """Four explored entities of 100 neighbours with random labels (about 25 KB compressed): what
+    a caller searching hubs of a large KG keeps."""
+    for k in range(4):
+        tree.add(Node(f"e{k}", "E", None, None, [
+            Candidate.kept(f"http://kg.example/{rng.randbytes(10).hex()}", rng.randbytes(30).hex(), "rel", 0.5)
+            for _ in range(100)]))
+
+
+async def test_trees_are_bounded_in_bytes_within_redis_maxmemory_and_a_light_caller_is_served(tmp_path):
+    """A Redis of 4 MB (noeviction, Redis's own default): 20 heavy callers store 120 trees of about
+    25 KB, 3 MB in all. The trees keep within half the maxmemory Redis reports (less what it takes
+    empty), each caller within a sixteenth of that, Redis stays under its maxmemory, and a light
+    caller's traversal goes on through kgr_search. Then other data fills Redis past its maxmemory:
+    the light caller's next step still goes, the room made by dropping the heavy callers' oldest
+    trees."""
+    from mcp import Client
+
+    from kg_mcp.backends import open_demo
+    from kg_mcp.server import build_server
+
+    port = free_port()
+    process = start_redis(port, tmp_path / "redis")
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    client.config_set("maxmemory", str(4 * 2**20))
+    client.config_set("maxmemory-policy", "noeviction")
+    state, backend, rng = RedisState(url), open_demo(), random.Random(7)
+    question = "where was Vincent van Gogh born"
+
+    async def light_step(client_, entity: str) -> dict:
+        result = await client_.call_tool("kgr_search", {"entity": entity, "question": question, "session": "light"})
+        assert not result.is_error, result.content
+        return result.structured_content
+
+    try:
+        budget = state.tree_budget.get()
+        assert budget.maxmemory == 4 * 2**20 and 2**20 < budget.total < 2 * 2**20  # half, less what Redis takes empty
+        assert budget.per_caller == budget.total // 16
+        async with Client(build_server(backend, backend.settings, shared=state)) as light:
+            first = await light_step(light, "wd:Q5582")
+            for i in range(20):
+                caller = f"addr:198.51.100.{i}"
+                for j in range(6):
+                    with state.checkout(f"{caller} session:{j}", "q", None, caller) as taken:
+                        _heavy_tree(taken.tree, rng)
+            stored = {key: client.strlen(key) for key in client.scan_iter("kgmcp:tree:*")}
+            owners = client.hgetall("kgmcp:tree-owner")
+            by_caller: dict[bytes, int] = {}
+            for key, size in stored.items():
+                by_caller[owners[key]] = by_caller.get(owners[key], 0) + size
+            assert 0.8 * budget.total < sum(stored.values()) <= budget.total  # filled, and no further
+            assert max(by_caller.values()) <= budget.per_caller
+            assert len(by_caller) == 21
+            assert client.info("memory")["used_memory"] < 4 * 2**20, {k: v for k, v in client.info("memory").items()
+                                                                      if k.startswith(("used_memory", "maxmemory"))}
+            second = await light_step(light, first["triples"][0]["object"]["id"])
+            assert [t["id"] for t in second["path"]][0] == "wd:Q5582"  # its tree was kept
+
+            junk = 0
+            with pytest.raises(redis.exceptions.OutOfMemoryError):  # other data fills Redis
+                while True:
+                    client.set(f"other-data:{junk}", rng.randbytes(4096))
+                    junk += 1
+            # and goes on filling it past its maxmemory (here: the maxmemory lowered under what it holds)
+            client.config_set("maxmemory", str(client.info("memory")["used_memory"] - 256 * 1024))
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                client.set("other-data:one-more", b"x")
+            before = len(list(client.scan_iter("kgmcp:tree:*")))
+            third = await light_step(light, second["triples"][0]["object"]["id"])
+            assert [t["id"] for t in third["path"]][:2] == [t["id"] for t in second["path"]][:2]
+            assert len(list(client.scan_iter("kgmcp:tree:*"))) < before and junk > 0
+            memory = client.info("memory")
+            assert memory["used_memory"] < memory["maxmemory"]
+    finally:
+        state.close()
+        backend.close()
+        _end(process)
 
 
 # --- a Redis that does not answer ------------------------------------------------------------------

@@ -92,6 +92,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     from kg_mcp.serving import serve as run_server
     from kg_mcp.serving.audit import AuditLog
     from kg_mcp.serving.auth import endpoint_url, read_token, server_auth
+    from kg_mcp.serving.health import MetricsAccess
 
     token = read_token(env_var=auth_token_env, file=auth_token_file)
     if (token or tokens_file or oauth_issuer) and transport == "stdio":
@@ -152,7 +153,8 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
             readiness = Readiness(checks)
         run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
                    allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits,
-                   stateless=stateless, readiness=readiness, shared=shared)
+                   stateless=stateless, readiness=readiness, shared=shared,
+                   metrics_access=MetricsAccess.from_settings(settings))
     except KeyboardInterrupt:
         pass
     finally:

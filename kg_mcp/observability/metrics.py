@@ -4,6 +4,9 @@ Names and labels are the operator's interface (docs/team/deploy.md explains each
 stable. Label values are bounded: tools are the registered ones, outcomes a fixed set, HTTP statuses
 the few codes a server sends, callers at most MAX_CALLER_LABELS signed-in subjects (the rest count
 as "other"; address-keyed callers are never labels, an address is not an identity).
+
+The series by caller name people, so they are kept in a registry of their own (CALLERS), which
+/metrics shows only when the operator asks for it (kg_mcp.serving.health.MetricsAccess).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest,
+)
 
 disable_created_metrics()  # the *_created series double every line for nothing an operator reads
 
@@ -25,10 +30,13 @@ TOOL_CALLS = Counter(
     "kg_mcp_tool_calls", "Tool calls answered, by tool and outcome: ok, tool_error (the model was told how to "
     "fix the call), error (refused before the tool ran, or failed inside the server)", ["tool", "outcome"])
 TOOL_SECONDS = Histogram("kg_mcp_tool_call_seconds", "Time to answer a tool call, by tool", ["tool"], buckets=CALL_BUCKETS)
+CALLERS = CollectorRegistry()  # the series that name signed-in subjects
 CALLER_CALLS = Counter(
-    "kg_mcp_caller_tool_calls", "Tool calls by signed-in caller (subject) and outcome", ["caller", "outcome"])
+    "kg_mcp_caller_tool_calls", "Tool calls by signed-in caller (subject) and outcome", ["caller", "outcome"],
+    registry=CALLERS)
 CALLER_SECONDS = Histogram(
-    "kg_mcp_caller_tool_call_seconds", "Time to answer a tool call, by signed-in caller", ["caller"], buckets=CALL_BUCKETS)
+    "kg_mcp_caller_tool_call_seconds", "Time to answer a tool call, by signed-in caller", ["caller"], buckets=CALL_BUCKETS,
+    registry=CALLERS)
 LONG_CALLS_RUNNING = Gauge("kg_mcp_long_calls_in_flight", "Long calls (verify, follow, kgr_search, batches) running now")
 LONG_CALLS_QUEUED = Gauge("kg_mcp_long_calls_queued", "Long calls waiting for a place")
 WORKER_PROCESSES = Gauge("kg_mcp_worker_processes", "Worker processes alive for long calls")
@@ -49,6 +57,11 @@ SHARED_STATE_ERRORS = Counter(
     "kg_mcp_shared_state_errors", "Calls to the shared store (Redis) that failed, by what they were for", ["use"])
 
 _callers: set[str] = set()
+
+
+def exposition(*, callers: bool = False) -> bytes:
+    """Every metric in Prometheus text format; the series by signed-in caller only with `callers`."""
+    return generate_latest(REGISTRY) + (generate_latest(CALLERS) if callers else b"")
 _callers_lock = threading.Lock()
 
 

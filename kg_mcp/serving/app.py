@@ -5,9 +5,10 @@ Outermost first, an HTTP request meets: the connection bounds (uvicorn's protoco
 request exists: kg_mcp.serving.connections), the count of its response's status
 (kg_mcp.serving.instrument), the Host and Origin check (kg_mcp.serving.guards), the operator's
 routes /healthz, /readyz and /metrics (kg_mcp.serving.health), the rate limit
-(kg_mcp.serving.rate_limit), the SDK's bearer auth, then on the MCP endpoint the rate limit (once
-the token is read), the body cap and JSON-RPC checks (kg_mcp.serving.guards) and the session caps
-(kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
+(kg_mcp.serving.rate_limit), the count of tokens an OAuth issuer would be asked about (by address,
+before the SDK reads them: kg_mcp.serving.rate_limit.TokenChecks), the SDK's bearer auth, then on
+the MCP endpoint the rate limit (once the token is read), the body cap and JSON-RPC checks
+(kg_mcp.serving.guards) and the session caps (kg_mcp.serving.sessions) before the SDK's transport. Every per-client bound is keyed by the
 client's address as kg_mcp.calls.caller counts it (IPv6 per /64), except that on the MCP endpoint the
 rate limit and the session caps count a signed-in caller (its subject) apart from its address.
 With `stateless` the SDK keeps no MCP session and answers in one JSON body: every request stands
@@ -30,11 +31,11 @@ from kg_mcp.observability import metrics
 from kg_mcp.serving.auth_gate import install as install_auth
 from kg_mcp.serving.connections import ConnectionCounter, guarded_protocol
 from kg_mcp.serving.guards import HostOriginGuard, JsonRpcCheck
-from kg_mcp.serving.health import OpsRoutes, Readiness
+from kg_mcp.serving.health import MetricsAccess, OpsRoutes, Readiness
 from kg_mcp.serving.instrument import HttpStatusMetrics, ToolCallMetrics
 from kg_mcp.serving.limits import HttpLimits, connection_cap
 from kg_mcp.serving.log_repeats import install as install_log_filter
-from kg_mcp.serving.rate_limit import RateLimit
+from kg_mcp.serving.rate_limit import RateLimit, TokenChecks
 from kg_mcp.serving.sessions import SessionCap
 from kg_mcp.serving.stdio import serve_stdio
 from kg_mcp.serving.whole_responses import WholeResponses
@@ -60,6 +61,7 @@ def serve(
     stateless: bool = False,
     readiness: Readiness | None = None,
     shared: SharedState | None = None,
+    metrics_access: MetricsAccess | None = None,
 ) -> None:
     """Run until interrupted. HTTP binds to loopback unless told otherwise; Host/Origin are allow-listed.
 
@@ -69,6 +71,7 @@ def serve(
     `stateless`: streamable HTTP without MCP sessions (the SDK's stateless mode).
     `readiness`: what /readyz checks (kg_mcp.serving.health).
     `shared`: where the rate limit keeps its buckets (kg_mcp.state; Redis shares them between replicas).
+    `metrics_access`: who may read which series of /metrics (kg_mcp.serving.health.MetricsAccess).
     """
     if transport == "stdio":
         anyio.run(serve_stdio, server)
@@ -79,8 +82,8 @@ def serve(
     hosts, origins = _allowed_hosts_origins(host, port, allowed_hosts, allowed_origins)
     server.middleware.append(ToolCallMetrics(server))
     limiter = RateLimit(None, rate_limit, shared=shared) if rate_limit else None
-    app = _http_app(server, transport, host, limits, stateless, limiter)
-    app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({})), hosts, origins))
+    app = _http_app(server, transport, host, limits, stateless, limiter, shared)
+    app = HttpStatusMetrics(HostOriginGuard(OpsRoutes(app, readiness or Readiness({}), metrics_access), hosts, origins))
     app = WholeResponses(app)  # a replica killed mid-answer leaves nothing half sent (nginx retries it)
     config = uvicorn.Config(
         app,
@@ -108,10 +111,12 @@ def serve(
 
 def _http_app(
     server: MCPServer, transport: Transport, host: str, limits: HttpLimits, stateless: bool = False,
-    limiter: RateLimit | None = None,
+    limiter: RateLimit | None = None, shared: SharedState | None = None,
 ):
     """The SDK's Starlette app, its MCP endpoint wrapped (behind auth) in our id check and session caps;
-    in front of it all, the rate limit (`limiter`), which counts the endpoint's requests by caller.
+    in front of it, the count of tokens the issuer would be asked about (when the server introspects
+    opaque tokens), and in front of all, the rate limit (`limiter`), which counts the endpoint's
+    requests by caller.
 
     Host/Origin are checked by HostOriginGuard in front of it: the SDK's own check is turned off.
     """
@@ -144,8 +149,12 @@ def _http_app(
         def wrap(inner):
             return JsonRpcCheck(inner, limits.max_body_bytes)
 
-    install_auth(app, getattr(server, "serving_auth", None), getattr(server, "audit", None), limits.max_body_bytes)
-    for route in app.routes:
+    auth = getattr(server, "serving_auth", None)
+    install_auth(app, auth, getattr(server, "audit", None), limits.max_body_bytes)
+    sdk_app = app
+    if auth is not None and _introspects(auth.verifier):
+        app = TokenChecks(app, auth.verifier, limiter, shared)
+    for route in sdk_app.routes:
         if getattr(route, "path", None) == endpoint:
             # Behind RequireAuthMiddleware when there is a token: unauthenticated bodies are never read.
             if isinstance(route.app, RequireAuthMiddleware):
@@ -159,6 +168,11 @@ def _http_app(
             limiter.app = app
             return limiter
     raise RuntimeError(f"the SDK's app has no {endpoint} route to guard")
+
+
+def _introspects(verifier) -> bool:
+    """Whether `verifier` (or one of those it tries in turn) asks an issuer about opaque tokens."""
+    return any(getattr(v, "introspects", False) for v in getattr(verifier, "verifiers", [verifier]))
 
 
 _UVICORN_LOGGING = {

@@ -31,9 +31,12 @@ class StaticTokenVerifier:
         self._token = token.encode()
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if hmac.compare_digest(token.encode(), self._token):
+        if self.knows(token):
             return AccessToken(token=token, client_id="kg-mcp-client", scopes=list(scopes.FULL))
         return None
+
+    def knows(self, token: str) -> bool:
+        return hmac.compare_digest(token.encode(), self._token)
 
     def __repr__(self) -> str:
         return "StaticTokenVerifier(token=***)"
@@ -102,7 +105,8 @@ def server_auth(
     leeway_s: float = 30.0,
 ) -> ServerAuth | None:
     """The auth of `kg-mcp serve` from its options (None: no auth at all). Tokens are tried in the
-    order: the shared token, the named tokens, the issuer's (the cheap checks first)."""
+    order: the shared token, the named tokens, the issuer's (the cheap checks first). An issuer's keys
+    are read now (kg_mcp.serving.oauth.OAuthVerifier.check_at_start)."""
     from kg_mcp.serving.oauth import OAuthVerifier, check_issuer_url
     from kg_mcp.serving.tokens import FirstOf, NamedTokens
 
@@ -118,9 +122,9 @@ def server_auth(
                 "--oauth-issuer needs --public-url: the URL clients reach the MCP endpoint at, e.g. "
                 "https://kg.example.org/mcp (every access token must be issued for it)."
             )
-        verifiers.append(OAuthVerifier(
-            issuer, public_url, client_id=client_id, client_secret=client_secret, leeway_s=leeway_s
-        ))
+        oauth = OAuthVerifier(issuer, public_url, client_id=client_id, client_secret=client_secret, leeway_s=leeway_s)
+        oauth.check_at_start()  # an issuer signing with a published key stops the server here
+        verifiers.append(oauth)
     elif client_id:
         raise ConfigError("--oauth-client-id is the server's own client at the issuer: give --oauth-issuer too.")
     if not verifiers:

@@ -4,25 +4,34 @@
 - /readyz: it can serve calls: the store is open or the endpoint answers, and the shared store
   (Redis) answers when one is configured; 503 with what failed otherwise. A load balancer or an
   orchestrator takes a replica out while it is not ready.
-- /metrics: Prometheus text format (kg_mcp.observability.metrics).
+- /metrics: Prometheus text format (kg_mcp.observability.metrics). The series by signed-in caller
+  name people: they are left out unless the operator asks for them (KG_MCP_METRICS_CALLERS), or
+  the scraper brings /metrics' own token (KG_MCP_METRICS_TOKEN: then /metrics answers nothing
+  without it, 401, and everything with it).
 
-They are answered before the rate limit and the bearer token (a probe has no token; they hold no
-KG data and no caller's arguments), after the Host/Origin check. The shipped nginx config does not
-pass them from outside: scrape each replica on its own port.
+They are answered before the rate limit and the bearer token of MCP calls (a probe has no token;
+they hold no KG data and no caller's arguments), after the Host/Origin check. The shipped nginx
+config does not pass them from outside: scrape each replica on its own port.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from kg_mcp.observability.metrics import exposition
+from kg_mcp.serving.rate_limit import bearer_token
 
 CHECK_TIMEOUT_S = 2.0  # a check that takes longer counts as failed (its thread finishes on its own)
 CHECK_CACHE_S = 1.0  # probes from many load balancers share one check a second
+METRICS_REFUSED = json.dumps({"error": "unauthorized",
+                              "error_description": "/metrics needs its own token (KG_MCP_METRICS_TOKEN)."}).encode() + b"\n"
 
 
 @dataclass
@@ -65,12 +74,33 @@ def backend_check(backend) -> Callable[[], object]:
     return lambda: backend._boolean("ASK {}")
 
 
+@dataclass(frozen=True)
+class MetricsAccess:
+    """Who reads what of /metrics: the series by signed-in caller for anyone (`callers`), or /metrics
+    whole for the bearer of `token` only (and nothing for anyone else)."""
+
+    callers: bool = False
+    token: str = ""
+
+    @classmethod
+    def from_settings(cls, settings) -> MetricsAccess:
+        return cls(settings.metrics_callers, settings.metrics_token.get_secret_value())
+
+    def shown(self, scope) -> bool | None:
+        """Whether the request may read the series by caller; None: it may read nothing (401)."""
+        if not self.token:
+            return self.callers
+        given = bearer_token(scope) or ""
+        return True if hmac.compare_digest(given.encode(), self.token.encode()) else None
+
+
 class OpsRoutes:
     """ASGI middleware answering the three routes and passing every other request on."""
 
-    def __init__(self, app, readiness: Readiness):
+    def __init__(self, app, readiness: Readiness, metrics: MetricsAccess | None = None):
         self.app = app
         self.readiness = readiness
+        self.metrics = metrics or MetricsAccess()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
@@ -83,12 +113,16 @@ class OpsRoutes:
                 body = json.dumps({"ready": ready, "checks": checks}, indent=1).encode() + b"\n"
                 return await _respond(send, 200 if ready else 503, body, b"application/json")
             if path == "/metrics":
-                return await _respond(send, 200, generate_latest(), CONTENT_TYPE_LATEST.encode())
+                callers = self.metrics.shown(scope)
+                if callers is None:
+                    return await _respond(send, 401, METRICS_REFUSED, b"application/json",
+                                          [(b"www-authenticate", b'Bearer realm="metrics"')])
+                return await _respond(send, 200, exposition(callers=callers), CONTENT_TYPE_LATEST.encode())
         return await self.app(scope, receive, send)
 
 
-async def _respond(send, status: int, body: bytes, content_type: bytes) -> None:
+async def _respond(send, status: int, body: bytes, content_type: bytes, more: list | None = None) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"no-store")]
+               (b"cache-control", b"no-store"), *(more or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

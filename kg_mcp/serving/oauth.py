@@ -7,32 +7,50 @@ introspection endpoint. A token is either
 
 - a JWT access token (RFC 9068): signed by a key of the issuer's JWKS with an algorithm of
   ALGORITHMS (never `none`, never a shared-secret HMAC), `iss` the issuer, `aud` this server's
-  resource URL (RFC 8707), within `exp` and `nbf` give or take LEEWAY_S; or
+  resource URL (RFC 8707), within `exp` and `nbf` give or take LEEWAY_S, `exp`, `nbf` and `iat`
+  numbers of seconds (a numeric string is refused: it would be read as no expiry); or
 - an opaque token, asked of the issuer's introspection endpoint (RFC 7662) with this server's own
   client credentials: active, for this resource, not expired.
 
 Signature checks are PyJWT's; this module only fetches, caches and compares. Keys are kept until
 a token names a key id they lack (the issuer rotated its keys): the key set is then fetched again,
 at most once every REFETCH_S, so tokens with made-up key ids cannot make the server hammer the
-issuer. Nothing here logs a token.
+issuer. A key set holding a key published for anyone to sign with (kg_mcp.serving.published_keys)
+is refused at start (`check_at_start`), and such a key is never trusted.
+
+Introspection is what a forged token can make the server spend on the issuer, so it is bounded
+three ways: a request that would need one is counted against its address's rate limit first
+(`needs_issuer`, kg_mcp.serving.rate_limit.TokenChecks); answers are remembered by the token's
+digest (active ones until INTROSPECTION_CACHE_S or their `exp`, inactive ones for INACTIVE_CACHE_S,
+so a repeated forgery costs a lookup), and requests for one token already being asked about wait
+for that answer; every request goes through one pooled client (kg_mcp.serving.issuer). Nothing
+here logs a token.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import json
 import logging
+import math
 import time
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from collections import OrderedDict
 
 import anyio
-import httpx2
 import jwt
 from mcp.server.auth.provider import AccessToken
 
 from kg_mcp.errors import ConfigError
+from kg_mcp.serving.issuer import (
+    IssuerClient,
+    IssuerMetadata,
+    IssuerUnreachable,
+    check_issuer_url,
+    fetch_at_start,
+    metadata_urls,
+    published_keys_in,
+    read_metadata,
+    signing_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,69 +60,50 @@ LEEWAY_S = 30.0  # clock skew allowed on exp, nbf and iat
 REFETCH_S = 5.0  # an unknown key id fetches the key set again at most this often
 KEYS_MAX_AGE_S = 3600.0  # keys are fetched again past this age, so a key the issuer withdrew stops working
 INTROSPECTION_CACHE_S = 30.0  # an active opaque token is trusted this long before it is asked about again
-INTROSPECTION_CACHE_SIZE = 10_000
+INACTIVE_CACHE_S = 10.0  # an inactive one (forged, expired, revoked: it never turns active) is refused this long unasked
+INTROSPECTION_CACHE_SIZE = 10_000  # of each kind; past it the oldest answer is forgotten
 VERIFIED_CACHE_S = 60.0  # a JWT already checked is not checked again for this long (nor past its exp)
 VERIFIED_CACHE_SIZE = 10_000
-HTTP_TIMEOUT_S = 10.0
+TIME_CLAIMS = ("exp", "nbf", "iat")
 # RFC 9068 marks access tokens with typ at+jwt; Keycloak and Entra ID write JWT. An ID token (or any
 # JWT the issuer made for someone else) is refused by its audience, which must be this server.
 ACCEPTED_TYPES = {"at+jwt", "application/at+jwt", "jwt", None}
 
-
-def check_issuer_url(url: str) -> str:
-    """The issuer URL as given, or a ConfigError: https, except on a loopback address.
-
-    >>> check_issuer_url("https://login.example.org/realms/team")
-    'https://login.example.org/realms/team'
-    >>> check_issuer_url("http://127.0.0.1:9000")
-    'http://127.0.0.1:9000'
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--oauth-issuer {url!r} is not an http(s) URL.")
-    if parts.query or parts.fragment:
-        raise ConfigError(f"--oauth-issuer {url!r} must not have a query or a fragment (RFC 8414).")
-    if parts.scheme == "http" and not is_loopback(parts.hostname):
-        raise ConfigError(
-            f"--oauth-issuer {url!r}: an issuer must be reached over https (plain http is allowed on a "
-            "loopback address only, for local development)."
-        )
-    return url
+__all__ = ["ALGORITHMS", "IssuerUnreachable", "OAuthVerifier", "check_issuer_url", "metadata_urls", "token_scopes"]
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback name or address.
+class Remembered:
+    """Answers kept by key until their own expiry, at most `size` of them (the oldest forgotten first)."""
 
-    >>> is_loopback("127.0.0.2"), is_loopback("::1"), is_loopback("localhost"), is_loopback("10.0.0.1")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[bytes, tuple[float, object]] = OrderedDict()
+
+    def get(self, key: bytes, now: float):
+        """The answer kept under `key` (None when there is none, or it has expired)."""
+        found = self._items.get(key)
+        if found is None:
+            return None
+        if found[0] <= now:
+            del self._items[key]
+            return None
+        return found[1]
+
+    def put(self, key: bytes, value: object, until: float) -> None:
+        self._items[key] = (until, value)
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def __contains__(self, key: bytes) -> bool:
+        found = self._items.get(key)
+        return found is not None and found[0] > time.time()
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
-def metadata_urls(issuer: str) -> list[str]:
-    """Where an issuer's metadata may be: RFC 8414's well-known path (with the issuer's path after
-    it), then OpenID Connect discovery's (appended to the issuer).
-
-    >>> metadata_urls("https://login.example.org/realms/team")  # doctest: +NORMALIZE_WHITESPACE
-    ['https://login.example.org/.well-known/oauth-authorization-server/realms/team',
-     'https://login.example.org/realms/team/.well-known/openid-configuration']
-    """
-    parts = urlsplit(issuer)
-    path = parts.path.rstrip("/")
-    origin = f"{parts.scheme}://{parts.netloc}"
-    return [f"{origin}/.well-known/oauth-authorization-server{path}", f"{origin}{path}/.well-known/openid-configuration"]
-
-
-@dataclass(frozen=True)
-class IssuerMetadata:
-    issuer: str
-    jwks_uri: str | None
-    introspection_endpoint: str | None
+_INACTIVE = object()  # what the inactive answers hold
 
 
 class OAuthVerifier:
@@ -128,23 +127,59 @@ class OAuthVerifier:
         self.audiences = [resource_url.rstrip("/"), resource_url.rstrip("/") + "/"]
         self.leeway_s = leeway_s
         self._client = (client_id, client_secret) if client_id and client_secret else None
+        self._http = IssuerClient()
         self._metadata: IssuerMetadata | None = None
         self._keys: dict[str, dict] = {}  # key id -> JWK (public signing keys only)
         self._prepared: dict[tuple[str, str], jwt.PyJWK] = {}
         self._keys_fetched = 0.0  # monotonic time of the last fetch (0: never)
-        self._introspected: dict[str, tuple[float, AccessToken]] = {}
-        self._verified: dict[bytes, tuple[float, AccessToken]] = {}
+        self._introspected = Remembered(INTROSPECTION_CACHE_SIZE)  # token digest -> AccessToken
+        self._inactive = Remembered(INTROSPECTION_CACHE_SIZE)  # token digest -> _INACTIVE
+        self._asking: dict[bytes, anyio.Event] = {}  # token digests being introspected now
+        self._verified = Remembered(VERIFIED_CACHE_SIZE)
         self._lock: anyio.Lock | None = None
 
     def __repr__(self) -> str:
         return f"OAuthVerifier(issuer={self.issuer!r}, resource={self.resource_url!r})"
+
+    @property
+    def introspects(self) -> bool:
+        """Whether opaque tokens are asked of the issuer (this server has a client of its own there)."""
+        return self._client is not None
+
+    def check_at_start(self) -> None:
+        """Read the issuer's metadata and keys before serving: a ConfigError when its key set holds a
+        key published for anyone to sign with; the keys held when it answers; a warning when it does not."""
+        fetched = fetch_at_start(self.issuer)
+        if fetched is None:
+            return
+        metadata, document = fetched
+        published = published_keys_in(document)
+        if published:
+            raise ConfigError(
+                f"The issuer {self.issuer} signs with {published[0]}: its private half is published, so anyone can "
+                "sign a token it would accept. Give the issuer a key of its own (for oidc-provider, its `jwks` "
+                "option), then start kg-mcp again."
+            )
+        self._metadata = metadata
+        if metadata.jwks_uri:
+            self._keys = signing_keys(document, metadata.jwks_uri)
+            self._keys_fetched = time.monotonic()
+            log.info("OAuth: %d signing keys from %s", len(self._keys), metadata.jwks_uri)
+
+    def needs_issuer(self, token: str) -> bool:
+        """Whether checking `token` would ask the issuer (an opaque token with no answer remembered):
+        such a request is counted against its address before it is checked."""
+        if self._client is None or token.count(".") == 2:
+            return False
+        digest = _digest(token)
+        return digest not in self._introspected and digest not in self._inactive and digest not in self._asking
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's identity and scopes, or None when it is not one of ours (the SDK answers 401)."""
         try:
             if token.count(".") == 2:
                 return await self._verify_jwt_once(token)
-            return await self._introspect(token)
+            return await self._introspect_once(token)
         except IssuerUnreachable as e:
             log.error("OAuth: cannot check a token with the issuer %s: %s", self.issuer, e)
             return None
@@ -152,19 +187,17 @@ class OAuthVerifier:
     async def _verify_jwt_once(self, token: str) -> AccessToken | None:
         """A JWT checked once is trusted until it expires, for at most VERIFIED_CACHE_S: a client sends
         the same token with every request, and a signature check costs half a millisecond (bench/auth_checks.py)."""
-        digest = hashlib.sha256(token.encode()).digest()
+        digest = _digest(token)
         now = time.time()
-        cached = self._verified.get(digest)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        cached = self._verified.get(digest, now)
+        if cached is not None:
+            return cached
         access = await self._verify_jwt(token)
         if access is not None:
-            if len(self._verified) >= VERIFIED_CACHE_SIZE:
-                self._verified.clear()
             until = now + VERIFIED_CACHE_S
             if access.expires_at is not None:
                 until = min(until, access.expires_at)
-            self._verified[digest] = (until, access)
+            self._verified.put(digest, access, until)
         return access
 
     # --- JWT access tokens (RFC 9068) --------------------------------------------------------
@@ -199,6 +232,10 @@ class OAuthVerifier:
             )
         except jwt.PyJWTError as e:
             log.info("OAuth: refused a token: %s", e)
+            return None
+        # PyJWT reads a numeric string as a time; this server would read it as no expiry at all.
+        if (bad := _not_a_time(claims)) is not None:
+            log.info("OAuth: refused a token whose %s is not a number of seconds", bad)
             return None
         return self._access_token(token, claims)
 
@@ -240,24 +277,17 @@ class OAuthVerifier:
                 metadata = await self.metadata()
                 if not metadata.jwks_uri:
                     raise IssuerUnreachable("its metadata names no jwks_uri, so no JWT can be checked")
-                document = await _get_json(metadata.jwks_uri)
+                document = await self._http.get_json(metadata.jwks_uri)
             except IssuerUnreachable as e:
                 if not keep_on_failure or not self._keys:
                     raise
                 log.error("OAuth: keeping the signing keys held: %s", e)
                 self._keys_fetched = time.monotonic() - KEYS_MAX_AGE_S + REFETCH_S
                 return
-            keys = {}
-            for jwk in document.get("keys", []) if isinstance(document, dict) else []:
-                if not isinstance(jwk, dict) or jwk.get("kty") not in ("RSA", "EC", "OKP"):
-                    continue  # symmetric keys are never trusted
-                if jwk.get("use", "sig") != "sig":
-                    continue
-                keys[str(jwk.get("kid", ""))] = {**jwk, "kid": str(jwk.get("kid", ""))}
-            self._keys = keys
+            self._keys = signing_keys(document, metadata.jwks_uri)
             self._prepared = {}
             self._keys_fetched = time.monotonic()
-            log.info("OAuth: %d signing keys from %s", len(keys), metadata.jwks_uri)
+            log.info("OAuth: %d signing keys from %s", len(self._keys), metadata.jwks_uri)
 
     def _fetch_lock(self) -> anyio.Lock:
         if self._lock is None:
@@ -271,29 +301,42 @@ class OAuthVerifier:
         problems = []
         for url in metadata_urls(self.issuer):
             try:
-                document = await _get_json(url)
+                document = await self._http.get_json(url)
             except IssuerUnreachable as e:
                 problems.append(str(e))
                 continue
-            if not isinstance(document, dict) or document.get("issuer") != self.issuer:
-                found = document.get("issuer") if isinstance(document, dict) else None
-                raise IssuerUnreachable(f"{url} names the issuer {found!r}, not {self.issuer!r}")
-            self._metadata = IssuerMetadata(
-                self.issuer, document.get("jwks_uri"), document.get("introspection_endpoint")
-            )
+            self._metadata = read_metadata(self.issuer, url, document)
             return self._metadata
         raise IssuerUnreachable("no metadata document: " + "; ".join(problems))
 
     # --- opaque tokens (RFC 7662 introspection) ----------------------------------------------
 
+    async def _introspect_once(self, token: str) -> AccessToken | None:
+        """The remembered answer for this token, or the issuer's; a token already being asked about
+        waits for that answer instead of asking again."""
+        digest = _digest(token)
+        while True:
+            now = time.time()
+            if (access := self._introspected.get(digest, now)) is not None:
+                return access
+            if self._inactive.get(digest, now) is not None:
+                return None
+            asking = self._asking.get(digest)
+            if asking is None:
+                break
+            await asking.wait()
+            if digest not in self._introspected and digest not in self._inactive:
+                return None  # that request failed (the issuer did not answer): this one fails alike
+        self._asking[digest] = done = anyio.Event()
+        try:
+            access = await self._introspect(token)
+        finally:
+            del self._asking[digest]
+            done.set()
+        return access
+
     async def _introspect(self, token: str) -> AccessToken | None:
-        digest = hashlib.sha256(token.encode()).hexdigest()
-        cached = self._introspected.get(digest)
-        now = time.time()
-        if cached is not None:
-            if cached[0] > now:
-                return cached[1]
-            del self._introspected[digest]
+        digest, now = _digest(token), time.time()
         if self._client is None:
             log.info("OAuth: refused an opaque token (no --oauth-client-id to introspect it with)")
             return None
@@ -301,22 +344,21 @@ class OAuthVerifier:
         if not metadata.introspection_endpoint:
             log.info("OAuth: refused an opaque token (the issuer has no introspection endpoint)")
             return None
-        async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S) as client:
-            try:
-                response = await client.post(
-                    metadata.introspection_endpoint,
-                    data={"token": token, "token_type_hint": "access_token"},
-                    auth=self._client,
-                    headers={"Accept": "application/json"},
-                )
-            except httpx2.HTTPError as e:
-                raise IssuerUnreachable(f"introspection failed: {e}") from None
-        if response.status_code != 200:
-            raise IssuerUnreachable(f"introspection answered HTTP {response.status_code}")
-        try:
-            claims = response.json()
-        except ValueError:
-            raise IssuerUnreachable("introspection answered something other than JSON") from None
+        claims = await self._http.post_form(
+            metadata.introspection_endpoint, {"token": token, "token_type_hint": "access_token"}, self._client
+        )
+        access = self._active(token, claims, now)
+        if access is None:
+            self._inactive.put(digest, _INACTIVE, now + INACTIVE_CACHE_S)
+            return None
+        until = now + INTROSPECTION_CACHE_S
+        if access.expires_at is not None:
+            until = min(until, access.expires_at)
+        self._introspected.put(digest, access, until)
+        return access
+
+    def _active(self, token: str, claims, now: float) -> AccessToken | None:
+        """The token an introspection answer describes, when it is active and for this resource."""
         if not isinstance(claims, dict) or claims.get("active") is not True:
             return None
         if claims.get("iss", self.issuer) != self.issuer:
@@ -326,17 +368,13 @@ class OAuthVerifier:
         if not any(a in self.audiences for a in audiences):
             log.info("OAuth: refused an opaque token issued for %s", audiences or "no audience")
             return None
-        exp = claims.get("exp")
-        if isinstance(exp, (int, float)) and exp + self.leeway_s < now:
+        if (bad := _not_a_time(claims)) is not None:
+            log.info("OAuth: refused an opaque token whose %s is not a number of seconds", bad)
             return None
-        access = self._access_token(token, {"iss": self.issuer, **claims})
-        if len(self._introspected) >= INTROSPECTION_CACHE_SIZE:
-            self._introspected.clear()
-        until = now + INTROSPECTION_CACHE_S
-        if isinstance(exp, (int, float)):
-            until = min(until, exp + self.leeway_s)
-        self._introspected[digest] = (until, access)
-        return access
+        exp = claims.get("exp")
+        if exp is not None and exp + self.leeway_s < now:
+            return None
+        return self._access_token(token, {"iss": self.issuer, **claims})
 
     def _access_token(self, token: str, claims: dict) -> AccessToken:
         client_id = claims.get("client_id") or claims.get("azp") or claims.get("sub") or "unknown"
@@ -345,11 +383,30 @@ class OAuthVerifier:
             token=token,
             client_id=str(client_id),
             scopes=token_scopes(claims),
-            expires_at=int(exp + self.leeway_s) if isinstance(exp, (int, float)) else None,
+            expires_at=int(exp + self.leeway_s) if exp is not None else None,
             resource=self.resource_url,
             subject=str(claims["sub"]) if claims.get("sub") else str(client_id),
             claims={"iss": claims.get("iss")},
         )
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _not_a_time(claims: dict) -> str | None:
+    """The first of exp, nbf and iat present that is not a finite number (bool is not one), or None.
+
+    >>> _not_a_time({"exp": 1700000000, "iat": 1.5}), _not_a_time({"exp": "1700000000"}), _not_a_time({"nbf": True})
+    (None, 'exp', 'nbf')
+    """
+    for name in TIME_CLAIMS:
+        value = claims.get(name)
+        if value is None and name not in claims:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return name
+    return None
 
 
 def token_scopes(claims: dict) -> list[str]:
@@ -366,21 +423,3 @@ def token_scopes(claims: dict) -> list[str]:
         if isinstance(value, list):
             return [str(v) for v in value]
     return []
-
-
-class IssuerUnreachable(Exception):
-    """The issuer's metadata, keys or introspection could not be had: the token is refused."""
-
-
-async def _get_json(url: str):
-    try:
-        async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S) as client:
-            response = await client.get(url, headers={"Accept": "application/json"})
-    except httpx2.HTTPError as e:
-        raise IssuerUnreachable(f"{url}: {e}") from None
-    if response.status_code != 200:
-        raise IssuerUnreachable(f"{url} answered HTTP {response.status_code}")
-    try:
-        return json.loads(response.content)
-    except ValueError:
-        raise IssuerUnreachable(f"{url} answered something other than JSON") from None

@@ -100,6 +100,15 @@ class NamedTokens:
         self._by_digest = {named.digest: named for named in tokens}
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        found = self._find(token)
+        if found is None:
+            return None
+        return AccessToken(token=token, client_id=found.name, scopes=list(found.scopes), subject=found.name)
+
+    def knows(self, token: str) -> bool:
+        return self._find(token) is not None
+
+    def _find(self, token: str) -> NamedToken | None:
         self._reload_if_changed()
         # Looked up by the token's SHA-256: how long the lookup takes can tell at most something of a
         # digest, from which no token can be worked back; the match is confirmed in constant time.
@@ -107,7 +116,7 @@ class NamedTokens:
         found = self._by_digest.get(digest)
         if found is None or not hmac.compare_digest(digest, found.digest):
             return None
-        return AccessToken(token=token, client_id=found.name, scopes=list(found.scopes), subject=found.name)
+        return found
 
     def _file_stamp(self):
         try:
@@ -149,6 +158,16 @@ class FirstOf:
             if found is not None:
                 return found
         return None
+
+    def needs_issuer(self, token: str) -> bool:
+        """Whether the issuer would be asked about `token`: none of the verifiers tried before the
+        OAuth one (kg_mcp.serving.oauth) knows it, and that one would ask."""
+        for verifier in self.verifiers:
+            if hasattr(verifier, "needs_issuer"):
+                return verifier.needs_issuer(token)
+            if verifier.knows(token):
+                return False
+        return False
 
     def __repr__(self) -> str:
         return f"FirstOf({self.verifiers!r})"

@@ -2,12 +2,14 @@
 
 Keys, all under `kgmcp:` (traversal and caller keys hashed, so a client's session id cannot make a
 key long or collide with another kind):
-- `kgmcp:tree:H` a traversal tree as JSON, with the last request that moved it and its answer
-  (a proxy's retry of that request gets the same answer rather than a second step); expires
-  TREE_TTL_S after its last use. `kgmcp:trees` and `kgmcp:trees:CALLER` (sorted sets by last use)
-  keep at most MAX_TREES of them and TREES_PER_CALLER (kg_mcp.traversal) of one caller's, the
-  least recently used deleted first. One tree is at most MAX_NODES
-  entities of MAX_CANDIDATES neighbours (kg_mcp.traversal): about 1 MB of JSON at worst.
+- `kgmcp:tree:H` a traversal tree as compressed JSON, with the last request that moved it and its
+  answer when the request had an id (a proxy's retry of that request gets the same answer rather
+  than a second step); expires TREE_TTL_S after its last use. `kgmcp:trees` and `kgmcp:trees:CALLER`
+  (sorted sets by last use), `kgmcp:tree-bytes`, `kgmcp:tree-owner`, `kgmcp:caller-bytes` and
+  `kgmcp:trees-bytes` count them, in number and in bytes, per caller and in all: the bounds, taken
+  from Redis's own maxmemory, and what goes first past them are kg_mcp.state.redis_trees'. One tree
+  is at most MAX_NODES entities of MAX_CANDIDATES neighbours (kg_mcp.traversal): about 1 MB of JSON
+  at worst.
 - `kgmcp:lock:NAME` a lock (a traversal's, an endpoint's name-index build): a random token with a
   LEASE_S expiry that a thread renews while it is held, so a replica that dies frees it within
   LEASE_S; released only by its holder (compare and delete, in Lua).
@@ -25,7 +27,6 @@ event loop's rate-limit calls use the asyncio client.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import secrets
 import threading
@@ -40,6 +41,7 @@ import redis.asyncio
 
 from kg_mcp.calls import deadline
 from kg_mcp.state import Checkout, Lease, SharedState, SharedStateError
+from kg_mcp.state.redis_trees import MAKE_ROOM, SAVE, BudgetReader, index_keys, pack, room_needed, unpack
 from kg_mcp.state.trees import decode, encode
 from kg_mcp.traversal import TREES_PER_CALLER, Tree
 
@@ -134,6 +136,9 @@ class RedisState(SharedState):
         self._renew = self.redis.register_script(_RENEW)
         self._take_place = self.redis.register_script(_TAKE_PLACE)
         self._renew_place = self.redis.register_script(_RENEW_PLACE)
+        self._save_tree = self.redis.register_script(SAVE)
+        self._make_room = self.redis.register_script(MAKE_ROOM)
+        self.tree_budget = BudgetReader(self.redis)
         self._down_until, self._down_reason = 0.0, ""
         self._held: dict[str, str] = {}  # lock key -> token, renewed by _renewer
         self._held_places: dict[tuple[str, str], float] = {}  # (places key, token) -> lease, renewed too
@@ -154,6 +159,9 @@ class RedisState(SharedState):
             raise self._error(self._down_reason)
         try:
             yield
+        except redis.ResponseError as error:  # it answered, refusing the command: it is up all the same
+            SHARED_STATE_ERRORS.labels(use).inc()
+            raise self._refused(error) from None
         except redis.RedisError as error:
             SHARED_STATE_ERRORS.labels(use).inc()
             self._down_until, self._down_reason = time.monotonic() + RETRY_AFTER_S, type(error).__name__
@@ -165,6 +173,30 @@ class RedisState(SharedState):
             f"The shared store (Redis at {self.where}) did not answer ({reason}).",
             "Try again in a moment; if it goes on, the server's operator is told by /readyz.",
         )
+
+    def _refused(self, error: redis.ResponseError) -> SharedStateError:
+        if isinstance(error, redis.exceptions.OutOfMemoryError):
+            return SharedStateError(
+                f"The shared store (Redis at {self.where}) is full: it is at its maxmemory even without the "
+                "oldest traversals of those who hold the most.",
+                "Try again in a moment; if it goes on, the server's operator must give Redis more memory.",
+            )
+        return SharedStateError(
+            f"The shared store (Redis at {self.where}) refused a command ({type(error).__name__}: {str(error)[:120]}).",
+            "Try again in a moment; if it goes on, tell the server's operator.",
+        )
+
+    def _with_room(self, write, keep: str, size: int):
+        """`write()`; when Redis refuses it at its maxmemory, drop the oldest trees of the callers
+        holding the most bytes (never `keep`) until it fits, and write once more."""
+        try:
+            return write()
+        except redis.exceptions.OutOfMemoryError:
+            need = room_needed(self.redis, size)
+            freed = self._make_room(keys=[keep, *index_keys(PREFIX)], args=[need])
+            log.warning("Redis is at its maxmemory: dropped %d bytes of traversal trees (the oldest of the "
+                        "callers holding the most) to make room for %d", freed, need)
+            return write()
 
     def ping(self) -> None:
         with self._answering("ping", retry_now=True):
@@ -182,7 +214,7 @@ class RedisState(SharedState):
         try:
             with self._answering("traversal"):
                 raw = self.redis.get(tree_key)
-            record = json.loads(raw) if raw else {}
+            record = unpack(raw)
             tree = decode(record["tree"]) if "tree" in record else None
             if tree is None or (question and tree.question and question != tree.question):
                 tree = Tree(question=question or "")
@@ -192,30 +224,23 @@ class RedisState(SharedState):
             out = Checkout(tree, replayed)
             yield out
             if out.replayed is None:
-                self._save(tree_key, {"tree": encode(out.tree), "request": request_id, "answer": out.answer}, caller)
+                record = {"tree": encode(out.tree)}
+                if request_id:  # only a request with an id can come again, to be answered the same
+                    record.update(request=request_id, answer=out.answer)
+                self._save(tree_key, record, caller)
         finally:
             lease.release()
 
-    def _save(self, tree_key: str, record: dict, caller: str) -> None:
-        """Keep the tree; then drop the caller's least recently used past TREES_PER_CALLER, and
-        everyone's past MAX_TREES (sorted sets by last use, trimmed of what has expired)."""
-        mine, now = f"{PREFIX}trees:{hashed(caller)}", time.time()
+    def _save(self, tree_key: str, record: dict, caller: str) -> list[int]:
+        """Keep the tree, counted against its caller's bounds and everyone's (kg_mcp.state.redis_trees):
+        [its bytes, all trees' bytes, the caller's bytes]."""
+        packed, mine = pack(record), f"{PREFIX}trees:{hashed(caller)}"
         with self._answering("traversal"):
-            pipe = self.redis.pipeline()
-            pipe.set(tree_key, json.dumps(record, separators=(",", ":")), ex=int(TREE_TTL_S))
-            for index in (f"{PREFIX}trees", mine):
-                pipe.zadd(index, {tree_key: now})
-                pipe.zremrangebyscore(index, "-inf", now - TREE_TTL_S)
-                pipe.expire(index, int(TREE_TTL_S))
-            pipe.zcard(f"{PREFIX}trees")
-            pipe.zcard(mine)
-            everyone, theirs = pipe.execute()[-2:]
-            for index, count, cap in ((mine, theirs, TREES_PER_CALLER), (f"{PREFIX}trees", everyone, MAX_TREES)):
-                if count > cap:
-                    oldest = [name for name, _ in self.redis.zpopmin(index, count - cap)]
-                    if oldest:
-                        self.redis.delete(*oldest)
-                        self.redis.zrem(f"{PREFIX}trees", *oldest)
+            budget = self.tree_budget.get()
+            return self._with_room(lambda: self._save_tree(
+                keys=[tree_key, *index_keys(PREFIX), mine],
+                args=[packed, int(TREE_TTL_S), budget.per_caller, budget.total, TREES_PER_CALLER, MAX_TREES],
+            ), tree_key, len(packed))
 
     def _wait_for_lock(self, name: str) -> Lease:
         """The lock, waited for until the call's deadline (another call of the same traversal)."""
@@ -251,7 +276,9 @@ class RedisState(SharedState):
         key, token = f"{PREFIX}lock:{name}", uuid.uuid4().hex
         try:
             with self._answering("traversal" if name.startswith("tree:") else "lock"):
-                taken = self.redis.set(key, token, nx=True, px=int(LEASE_S * 1000))
+                # A traversal's lock (tree:H) makes room, if need be, without its own tree (kgmcp:tree:H).
+                taken = self._with_room(lambda: self.redis.set(key, token, nx=True, px=int(LEASE_S * 1000)),
+                                        PREFIX + name, len(key) + 64)
         except SharedStateError:
             if fail:
                 raise

@@ -3,10 +3,13 @@
 // CONFIG: {port, keys: [private JWKs, the first signs], clients: [...], users: {name: {password, scopes}},
 //          resources: {URL: {scope, ttl}}, opaque_clients: [client ids whose access tokens are opaque],
 //          scope_by_client: {client id: the scopes of every resource it may have}, ttl_by_client: {client id: s}}
+// Without keys it signs with a P-256 key made here at start, never with oidc-provider's published
+// development key (its "quick start", which anyone can sign with).
 // Access tokens are RFC 9068 JWTs bound to the resource indicator the client sent (RFC 8707),
 // except for opaque_clients, whose tokens are opaque and read through introspection (RFC 7662).
 // Sign-in is a plain HTML form (login, password) and a consent form; consent grants the scopes asked
 // for that the user holds in CONFIG and rejects the rest. Prints "ready ISSUER" once listening.
+import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import Provider, { errors } from "oidc-provider";
@@ -15,10 +18,18 @@ const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const issuer = `http://127.0.0.1:${config.port}`;
 const resourceScopes = new Set(Object.values(config.resources).flatMap((r) => r.scope.split(" ")));
 
+function keyOfOurOwn() {
+  const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  return { ...privateKey.export({ format: "jwk" }), kid: randomUUID(), use: "sig", alg: "ES256" };
+}
+
+const jwks = { keys: config.keys?.length ? config.keys : [keyOfOurOwn()] };
+const signingAlg = config.alg || "ES256";
+
 const provider = new Provider(issuer, {
   clients: config.clients,
-  clientDefaults: { id_token_signed_response_alg: "ES256", grant_types: ["authorization_code"], response_types: ["code"] },
-  jwks: { keys: config.keys },
+  clientDefaults: { id_token_signed_response_alg: signingAlg, grant_types: ["authorization_code"], response_types: ["code"] },
+  jwks,
   scopes: ["openid", "offline_access", ...resourceScopes],
   findAccount: async (ctx, id) =>
     config.users[id] ? { accountId: id, claims: async () => ({ sub: id }) } : undefined,
@@ -45,7 +56,7 @@ const provider = new Provider(issuer, {
           audience: indicator,
           accessTokenTTL: ttl || resource.ttl || 300,
           accessTokenFormat: opaque ? "opaque" : "jwt",
-          jwt: { sign: { alg: config.alg || "ES256" } },
+          jwt: { sign: { alg: signingAlg } },
         };
       },
     },
@@ -111,8 +122,17 @@ async function interaction(req, res, uid, action) {
   return provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
 }
 
+// How many requests each endpoint was sent, for tests that count what the resource server asks:
+// GET /_test/counts answers {path: count}.
+const counts = {};
 const callback = provider.callback();
 const server = http.createServer(async (req, res) => {
+  const path = req.url.split("?")[0];
+  if (path === "/_test/counts") {
+    res.setHeader("content-type", "application/json");
+    return res.end(JSON.stringify(counts));
+  }
+  counts[path] = (counts[path] || 0) + 1;
   const match = /^\/interaction\/([^/?]+)(?:\/(login|confirm))?/.exec(req.url);
   if (!match) return callback(req, res);
   try {
