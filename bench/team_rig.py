@@ -253,3 +253,21 @@ def tool_counts(metrics_text: str, tool: str | None = None) -> dict[tuple[str, s
         if tool is None or fields["tool"] == tool:
             counts[(fields["tool"], fields["outcome"])] = float(value)
     return counts
+
+
+def group_processes(group: int) -> dict[int, str]:
+    """The processes of process group `group` still alive (zombies aside): pid -> command line."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" or int(fields[2]) != group:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                found[int(entry)] = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
