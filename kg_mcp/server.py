@@ -280,7 +280,12 @@ def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, a
     now, so that most initializes find it ready, and so is a missing name index of a store's graphs)."""
     server.graph_access = access
     server.served_graphs = tuple(backend.served_graphs)
-    for graphs in grant_sets(access, server.served_graphs):
+    try:
+        granted = grant_sets(access, server.served_graphs)
+    except ConfigError as too_many:  # served all the same: each set's index is built when first needed
+        log.warning("%s", too_many)
+        granted = [tuple(sorted(graphs)) for scope in access.scopes if (graphs := access.graphs_for([scope], server.served_graphs))]
+    for graphs in granted:
         with graph_access.reading(graphs):
             backend.prepare_lookups()
     for scope in access.scopes:

@@ -9,6 +9,7 @@ tool, lookup, completion, resource, the instructions or `sparql`; the audit log 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -311,3 +312,42 @@ def test_a_bad_graph_access_file_is_refused_in_our_words(tmp_path):
     path.write_text('[scopes]\n"kg:read" = ["http://example.org/g"]\n')
     with pytest.raises(ConfigError, match="other than kg:read"):
         read_graph_access(path)
+
+
+def test_metadata_scopes_base_keeps_the_graph_scopes_unnamed(tmp_path, graph_files):
+    """--metadata-scopes base: the public Protected Resource Metadata lists kg:read and kg:sparql only,
+    and a caller granted no graph is not told the graph scopes either (KG_MCP_* settings, as an
+    environment file gives them)."""
+    work, named, _ = graph_files
+    store = tmp_path / "store"
+    load = [sys.executable, "-m", "kg_mcp", "load", str(named[ART]), "--store", str(store), "--graph", ART]
+    subprocess.run(load, check=True, capture_output=True, timeout=300)
+    (tmp_path / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:secret-project" = ["{ART}"]\n')
+    carol, table = new_token("carol", ["kg:read"])
+    (tmp_path / "tokens.toml").write_text(table)
+    port = free_port()
+    env = {**os.environ, "KG_MCP_CACHE": str(tmp_path / "cache"), "KG_MCP_TOKENS": str(tmp_path / "tokens.toml"),
+           "KG_MCP_GRAPH_ACCESS": str(tmp_path / "access.toml"), "KG_MCP_OAUTH_ISSUER": "http://127.0.0.1:9/realms/x",
+           "KG_MCP_PUBLIC_URL": f"http://127.0.0.1:{port}/mcp", "KG_MCP_METADATA_SCOPES": "base"}
+    log = open(tmp_path / "server.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "kg_mcp", "serve", "--store", str(store), "--transport", "http",
+                                "--port", str(port)], env=env, stdout=log, stderr=log)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
+        metadata = httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=30).json()
+        assert metadata["scopes_supported"] == ["kg:read", "kg:sparql"]
+        assert metadata["resource"] == f"http://127.0.0.1:{port}/mcp"
+
+        async def refused() -> str:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {carol}"}, timeout=60) as http:
+                async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
+                    result = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
+                    assert result.is_error
+                    return result.content[0].text
+
+        text = asyncio.run(refused())
+        assert "grants no graph" in text and "Ask the server's operator" in text and "graph:" not in text
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
