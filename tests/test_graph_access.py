@@ -351,3 +351,45 @@ def test_metadata_scopes_base_keeps_the_graph_scopes_unnamed(tmp_path, graph_fil
         process.terminate()
         process.wait(timeout=10)
         log.close()
+
+
+def test_a_read_only_replica_without_a_grants_index_says_so(tmp_path, graph_files):
+    """A store loaded graph by graph has each graph's name index, not the index of both together;
+    a replica that opens it read-only (as the systemd unit's ReadOnlyPaths= makes it) cannot build
+    that one: it says so at start, in /readyz (still ready), and in the lookup that falls back."""
+    from bench.team_rig import read_only
+
+    _, named, _ = graph_files
+    store = tmp_path / "kg" / "store"
+    for graph, path in named.items():
+        load = [sys.executable, "-m", "kg_mcp", "load", str(path), "--store", str(store), "--graph", graph]
+        subprocess.run(load, check=True, capture_output=True, timeout=300)
+    (tmp_path / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
+    both, table = new_token("both", ["kg:read", "graph:art", "graph:films"])
+    (tmp_path / "tokens.toml").write_text(table)
+    port = free_port()
+    env = {**os.environ, "KG_MCP_CACHE": str(tmp_path / "cache"), "KG_MCP_TOKENS": str(tmp_path / "tokens.toml"),
+           "KG_MCP_GRAPH_ACCESS": str(tmp_path / "access.toml")}
+    command = [sys.executable, "-m", "kg_mcp", "serve", "--store", str(store), "--transport", "http", "--port", str(port)]
+    log = open(tmp_path / "server.log", "w")
+    process = subprocess.Popen(read_only(command, [str(store.parent)]), env=env, stdout=log, stderr=log)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
+        ready = httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=30)
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+        warning = ready.json()["warnings"]["name_indexes"]
+        assert f"{ART} + {FILMS}" in warning and f"kg-mcp index --store {store} --graph-access" in warning
+
+        async def lookup() -> str:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {both}"}, timeout=60) as http:
+                async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
+                    return (await client.call_tool("find_entities", {"name": "Vincent van Gogh"})).structured_content
+
+        found = asyncio.run(lookup())
+        assert found["entities"] and "no name index of the graphs you read" in found["method"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+    started = (tmp_path / "server.log").read_text()
+    assert "Read-only file system" in started and "have no name index" in started
