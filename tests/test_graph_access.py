@@ -314,49 +314,12 @@ def test_a_bad_graph_access_file_is_refused_in_our_words(tmp_path):
         read_graph_access(path)
 
 
-def test_metadata_scopes_base_keeps_the_graph_scopes_unnamed(tmp_path, graph_files):
-    """--metadata-scopes base: the public Protected Resource Metadata lists kg:read and kg:sparql only,
-    and a caller granted no graph is not told the graph scopes either (KG_MCP_* settings, as an
-    environment file gives them)."""
-    work, named, _ = graph_files
-    store = tmp_path / "store"
-    load = [sys.executable, "-m", "kg_mcp", "load", str(named[ART]), "--store", str(store), "--graph", ART]
-    subprocess.run(load, check=True, capture_output=True, timeout=300)
-    (tmp_path / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:secret-project" = ["{ART}"]\n')
-    carol, table = new_token("carol", ["kg:read"])
-    (tmp_path / "tokens.toml").write_text(table)
-    port = free_port()
-    env = {**os.environ, "KG_MCP_CACHE": str(tmp_path / "cache"), "KG_MCP_TOKENS": str(tmp_path / "tokens.toml"),
-           "KG_MCP_GRAPH_ACCESS": str(tmp_path / "access.toml"), "KG_MCP_OAUTH_ISSUER": "http://127.0.0.1:9/realms/x",
-           "KG_MCP_PUBLIC_URL": f"http://127.0.0.1:{port}/mcp", "KG_MCP_METADATA_SCOPES": "base"}
-    log = open(tmp_path / "server.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "kg_mcp", "serve", "--store", str(store), "--transport", "http",
-                                "--port", str(port)], env=env, stdout=log, stderr=log)
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
-        metadata = httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=30).json()
-        assert metadata["scopes_supported"] == ["kg:read", "kg:sparql"]
-        assert metadata["resource"] == f"http://127.0.0.1:{port}/mcp"
-
-        async def refused() -> str:
-            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {carol}"}, timeout=60) as http:
-                async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
-                    result = await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
-                    assert result.is_error
-                    return result.content[0].text
-
-        text = asyncio.run(refused())
-        assert "grants no graph" in text and "Ask the server's operator" in text and "graph:" not in text
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
-
-
-def test_a_read_only_replica_without_a_grants_index_says_so(tmp_path, graph_files):
-    """A store loaded graph by graph has each graph's name index, not the index of both together;
-    a replica that opens it read-only (as the systemd unit's ReadOnlyPaths= makes it) cannot build
-    that one: it says so at start, in /readyz (still ready), and in the lookup that falls back."""
+def test_a_read_only_replica_without_a_grants_index_says_so_and_base_metadata_names_no_graph(tmp_path, graph_files):
+    """A store loaded graph by graph has each graph's name index, not the index of both together; a
+    replica that opens it read-only (as the systemd unit's ReadOnlyPaths= makes it) cannot build that
+    one: it says so at start, in /readyz (still ready), and in the lookup that falls back. With
+    KG_MCP_METADATA_SCOPES=base (settings as an environment file gives them), the public metadata
+    lists kg:read and kg:sparql only, and a caller granted no graph is not told the graph scopes."""
     from bench.team_rig import read_only
 
     _, named, _ = graph_files
@@ -365,11 +328,14 @@ def test_a_read_only_replica_without_a_grants_index_says_so(tmp_path, graph_file
         load = [sys.executable, "-m", "kg_mcp", "load", str(path), "--store", str(store), "--graph", graph]
         subprocess.run(load, check=True, capture_output=True, timeout=300)
     (tmp_path / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
-    both, table = new_token("both", ["kg:read", "graph:art", "graph:films"])
-    (tmp_path / "tokens.toml").write_text(table)
+    both, both_table = new_token("both", ["kg:read", "graph:art", "graph:films"])
+    carol, carol_table = new_token("carol", ["kg:read"])
+    (tmp_path / "tokens.toml").write_text(both_table + carol_table)
     port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
     env = {**os.environ, "KG_MCP_CACHE": str(tmp_path / "cache"), "KG_MCP_TOKENS": str(tmp_path / "tokens.toml"),
-           "KG_MCP_GRAPH_ACCESS": str(tmp_path / "access.toml")}
+           "KG_MCP_GRAPH_ACCESS": str(tmp_path / "access.toml"), "KG_MCP_OAUTH_ISSUER": "http://127.0.0.1:9/realms/x",
+           "KG_MCP_PUBLIC_URL": url, "KG_MCP_METADATA_SCOPES": "base"}
     command = [sys.executable, "-m", "kg_mcp", "serve", "--store", str(store), "--transport", "http", "--port", str(port)]
     log = open(tmp_path / "server.log", "w")
     process = subprocess.Popen(read_only(command, [str(store.parent)]), env=env, stdout=log, stderr=log)
@@ -379,14 +345,19 @@ def test_a_read_only_replica_without_a_grants_index_says_so(tmp_path, graph_file
         assert ready.status_code == 200 and ready.json()["ready"] is True
         warning = ready.json()["warnings"]["name_indexes"]
         assert f"{ART} + {FILMS}" in warning and f"kg-mcp index --store {store} --graph-access" in warning
+        metadata = httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=30).json()
+        assert metadata["scopes_supported"] == ["kg:read", "kg:sparql"] and metadata["resource"] == url
 
-        async def lookup() -> str:
-            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {both}"}, timeout=60) as http:
-                async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
-                    return (await client.call_tool("find_entities", {"name": "Vincent van Gogh"})).structured_content
+        async def lookup(token: str):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    return await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
 
-        found = asyncio.run(lookup())
+        found = asyncio.run(lookup(both)).structured_content
         assert found["entities"] and "no name index of the graphs you read" in found["method"]
+        refused = asyncio.run(lookup(carol))
+        text = refused.content[0].text
+        assert refused.is_error and "grants no graph" in text and "Ask the server's operator" in text and "graph:" not in text
     finally:
         process.terminate()
         process.wait(timeout=10)
