@@ -41,6 +41,8 @@ LONG = [
     ("verify", {"claims": [{"subject": "kg:Catch_Me_If_You_Can", "relation": "directed_by", "object": "kg:Steven_Spielberg"},
                            {"subject": "kg:Forrest_Gump", "relation": "starred_actors", "object": "kg:Tom_Hanks"}]}),
 ]
+# The clients are one caller (one token, one address): the environment file's rate limit would hold them.
+UNLIMITED = {"KG_MCP_RATE_LIMIT": "0"}
 TRAVERSALS = [
     ("kg:Catch_Me_If_You_Can", "who directed the films that starred the lead of Catch Me If You Can"),
     ("kg:Forrest_Gump", "what genre are the films written by the writer of Forrest Gump"),
@@ -158,7 +160,7 @@ def summary(tally: Tally, seconds: float) -> str:
 
 def done_when(store: Path, work: Path, seconds: float, kill_at: float) -> int:
     expected = asyncio.run(reference_traversals(store))
-    with Team(store, work, 3) as team:
+    with Team(store, work, 3, settings=UNLIMITED) as team:
         async def killer():
             await asyncio.sleep(kill_at)
             team.kill(1)
@@ -182,7 +184,7 @@ def replicas_rate(store: Path, work: Path, counts: list[int], seconds: float, cl
     """Calls/s for each replica count, and its ratio to the first count's (the baseline, same run)."""
     baseline = None
     for n in counts:
-        with Team(store, work / f"r{n}", n) as team:
+        with Team(store, work / f"r{n}", n, settings=UNLIMITED) as team:
             asyncio.run(run_load(team.url, team.ca_file, clients, 3, token=team.token))  # warm-up: connections, caches
             cpu = time.process_time()
             tally = asyncio.run(run_load(team.url, team.ca_file, clients, seconds, token=team.token))

@@ -227,8 +227,9 @@ class Team:
         self._wait_replica(i)
 
     def kill(self, i: int, sig: int = signal.SIGKILL) -> None:
-        """SIGKILL: no goodbye, its connections reset mid-request (SIGTERM: as systemctl stop). Only the
-        replica's own process is signalled, as a supervisor that knows one pid would."""
+        """SIGKILL: no goodbye, its connections reset mid-request (SIGTERM: a supervisor's stop). Only the
+        replica's own process is signalled, as a supervisor that knows one pid would (systemd signals
+        the unit's whole cgroup)."""
         process = self.processes[i]
         if process is not None and process.poll() is None:
             os.kill(process.pid, sig)

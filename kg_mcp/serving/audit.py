@@ -44,12 +44,11 @@ BACKUPS = 5
 ROW_LISTS = ("rows", "entities", "relations", "triples", "claims")
 
 
-STREAMS = ("stdout", "stderr", "journald")  # --audit-log values that name no file
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 
 
 def open_audit(target: str, *, transport: str = "http") -> AuditLog:
-    """The audit log `--audit-log TARGET` names: a file, or one of STREAMS."""
+    """The audit log `--audit-log TARGET` names: a file, or stdout, stderr or journald."""
     if target == "stdout" and transport == "stdio":
         raise ConfigError("--audit-log stdout needs --transport http or sse: over stdio, stdout carries the protocol. "
                           "Give stderr, journald or a file.")
