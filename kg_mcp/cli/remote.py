@@ -99,7 +99,7 @@ def refusal_text(response: httpx2.Response, how: str) -> str:
             description = None
     text = f"the MCP server refused the request (HTTP {response.status_code}{', ' + error if error else ''})"
     if description:
-        text += f": {description}"
+        text += f": {description.rstrip('.')}"
     if response.status_code == 403 and params.get("scope"):
         return f"{text}. The token given with {how} lacks a scope of: {params['scope']}"
     return f"{text}. Check the token given with {how}"
