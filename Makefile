@@ -36,10 +36,13 @@ install-test: $(BIN)/python
 	@command -v virtuoso-t >/dev/null && command -v isql-vt >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq virtuoso-opensource; \
 	else echo "The tests need Virtuoso: sudo apt-get install virtuoso-opensource (Debian/Ubuntu)"; exit 1; fi; }
-	@# the team deployment runs nginx from deploy/nginx/kg-mcp.conf in front of replicas and Redis (tests/test_deploy.py)
-	@command -v nginx >/dev/null && command -v redis-server >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx redis-server; \
-	else echo "The tests need nginx and Redis: sudo apt-get install nginx redis-server (Debian/Ubuntu)"; exit 1; fi; }
+	@# the team deployment runs nginx from deploy/nginx/kg-mcp.conf in front of replicas and Redis, and checks
+	@# deploy/systemd/kg-mcp@.service with systemd-analyze (tests/test_deploy.py)
+	@command -v nginx >/dev/null && command -v redis-server >/dev/null && command -v systemd-analyze >/dev/null || { \
+	if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx redis-server systemd; \
+	else echo "The tests need nginx, Redis and systemd: sudo apt-get install nginx redis-server systemd (Debian/Ubuntu)"; \
+	exit 1; fi; }
 	@# the MCP TypeScript SDK client, the MCP Bundle CLI and an OpenID provider, from npm into .npm-tools/
 	@# (tests/test_ts_sdk.py, test_bundle.py, test_oauth.py)
 	@command -v npm >/dev/null || { if [ "$$(id -u)" = 0 ]; then \

@@ -41,6 +41,8 @@ LONG = [
     ("verify", {"claims": [{"subject": "kg:Catch_Me_If_You_Can", "relation": "directed_by", "object": "kg:Steven_Spielberg"},
                            {"subject": "kg:Forrest_Gump", "relation": "starred_actors", "object": "kg:Tom_Hanks"}]}),
 ]
+# The clients are one caller (one token, one address): the environment file's rate limit would hold them.
+UNLIMITED = {"KG_MCP_RATE_LIMIT": "0"}
 TRAVERSALS = [
     ("kg:Catch_Me_If_You_Can", "who directed the films that starred the lead of Catch Me If You Can"),
     ("kg:Forrest_Gump", "what genre are the films written by the writer of Forrest Gump"),
@@ -109,14 +111,16 @@ async def reference_traversals(store: Path) -> list[list[dict]]:
         backend.close()
 
 
-def client_for(url: str, ca_file: Path | None, mode: str = "auto") -> tuple[Client, httpx2.AsyncClient]:
+def client_for(url: str, ca_file: Path | None, mode: str = "auto", token: str | None = None) -> tuple[Client, httpx2.AsyncClient]:
     verify = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
-    http = httpx2.AsyncClient(verify=verify, timeout=120)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(verify=verify, timeout=120, headers=headers)
     return Client(streamable_http_client(url, http_client=http), mode=mode), http
 
 
-async def mixed_client(url: str, ca_file: Path | None, index: int, until: float, tally: Tally, mode: str = "auto") -> None:
-    client, http = client_for(url, ca_file, mode)
+async def mixed_client(url: str, ca_file: Path | None, index: int, until: float, tally: Tally, mode: str = "auto",
+                       token: str | None = None) -> None:
+    client, http = client_for(url, ca_file, mode, token)
     try:
         async with client:
             turn = 0
@@ -134,11 +138,13 @@ async def mixed_client(url: str, ca_file: Path | None, index: int, until: float,
         await http.aclose()
 
 
-async def run_load(url: str, ca_file: Path | None, clients: int, seconds: float, during=None, legacy: int = 0) -> Tally:
-    """`clients` mixed clients for `seconds` (the last `legacy` of them with the pre-2026 handshake);
-    `during(elapsed_task)`: a coroutine run alongside (the replica killer)."""
+async def run_load(url: str, ca_file: Path | None, clients: int, seconds: float, during=None, legacy: int = 0,
+                   token: str | None = None) -> Tally:
+    """`clients` mixed clients for `seconds` (the last `legacy` of them with the pre-2026 handshake),
+    each sending `token`; `during(elapsed_task)`: a coroutine run alongside (the replica killer)."""
     tally, until = Tally(), time.monotonic() + seconds
-    jobs = [mixed_client(url, ca_file, i, until, tally, "legacy" if i >= clients - legacy else "auto") for i in range(clients)]
+    jobs = [mixed_client(url, ca_file, i, until, tally, "legacy" if i >= clients - legacy else "auto", token)
+            for i in range(clients)]
     if during is not None:
         jobs.append(during())
     await asyncio.gather(*jobs)
@@ -154,13 +160,13 @@ def summary(tally: Tally, seconds: float) -> str:
 
 def done_when(store: Path, work: Path, seconds: float, kill_at: float) -> int:
     expected = asyncio.run(reference_traversals(store))
-    with Team(store, work, 3) as team:
+    with Team(store, work, 3, settings=UNLIMITED) as team:
         async def killer():
             await asyncio.sleep(kill_at)
             team.kill(1)
             print(f"replica 1 (port {team.ports[1]}) SIGKILLed at {kill_at:.0f} s", flush=True)
 
-        tally = asyncio.run(run_load(team.url, team.ca_file, 6, seconds, killer, legacy=1))
+        tally = asyncio.run(run_load(team.url, team.ca_file, 6, seconds, killer, legacy=1, token=team.token))
         print(f"{summary(tally, seconds)}; load average {os.getloadavg()[0]:.2f}")
         wrong = [(which, steps) for which, steps in tally.traversals if steps != expected[which]]
         print(f"traversals answered as on one process: {len(tally.traversals) - len(wrong)} of {len(tally.traversals)}")
@@ -178,10 +184,10 @@ def replicas_rate(store: Path, work: Path, counts: list[int], seconds: float, cl
     """Calls/s for each replica count, and its ratio to the first count's (the baseline, same run)."""
     baseline = None
     for n in counts:
-        with Team(store, work / f"r{n}", n) as team:
-            asyncio.run(run_load(team.url, team.ca_file, clients, 3))  # warm-up: connections, caches
+        with Team(store, work / f"r{n}", n, settings=UNLIMITED) as team:
+            asyncio.run(run_load(team.url, team.ca_file, clients, 3, token=team.token))  # warm-up: connections, caches
             cpu = time.process_time()
-            tally = asyncio.run(run_load(team.url, team.ca_file, clients, seconds))
+            tally = asyncio.run(run_load(team.url, team.ca_file, clients, seconds, token=team.token))
             rate = tally.calls / seconds
             baseline = baseline or rate
             print(f"{n} replica(s), {clients} clients: {summary(tally, seconds)}; {rate / baseline:.2f}x "

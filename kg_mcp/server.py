@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from kg_mcp import __version__
 from kg_mcp.arguments import ArgumentError, ToolArguments, usage
 from kg_mcp.backends import Backend, graph_access
-from kg_mcp.backends.graph_access import GraphAccess
+from kg_mcp.backends.graph_access import GraphAccess, grant_sets
 from kg_mcp.calls.caller import Caller, caller_of, calling_as
 from kg_mcp.errors import ConfigError
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
@@ -127,10 +127,12 @@ class KGServer(MCPServer):
             return None
         graphs = self.graph_access.graphs_for(token.scopes, self.served_graphs)
         if graphs is not None and not graphs:
-            known = ", ".join(self.graph_access.scopes)
+            # Named only where the public metadata names them (--metadata-scopes all).
+            listed = self.serving_auth is None or set(self.graph_access.scopes) <= set(self.serving_auth.scopes_supported)
+            ask = f"Its graph scopes are {', '.join(self.graph_access.scopes)}: ask" if listed else "Ask"
             raise refusal(
-                f"Your sign-in grants no graph of this KG, so there is nothing to read. Its graph scopes are "
-                f"{known}: ask the server's operator for one, then sign in again."
+                f"Your sign-in grants no graph of this KG, so there is nothing to read. {ask} the server's operator "
+                f"for one, then sign in again."
             )
         return graphs
 
@@ -243,13 +245,22 @@ def build_server(
     register_tools(server, backend, settings, shared)
     if auth is not None:
         auth.scoped_tools = frozenset(name for name in TOOL_SCOPES if server._tool_manager.get_tool(name))
-    _add_resources(server, backend, settings)
+    _add_resources(server, backend, settings, private=auth is not None)
     prompts = mcp_prompts()
     for prompt in prompts:
         server.add_prompt(_as_mcp_prompt(prompt))
     # Entity cards, completions, progress and logs (kg_mcp.protocol).
     add_protocol(server, backend, settings, {p.name: p.arguments for p in prompts})
     return server
+
+
+def name_index_gaps_text(gaps: list[tuple[str, ...]], store_dir: str | None, access_file: str = "") -> str:
+    """What the operator is told of graph sets without a name index (at start and in /readyz)."""
+    sets = "; ".join(" + ".join(graphs) for graphs in gaps[:5]) + (f"; and {len(gaps) - 5} more" if len(gaps) > 5 else "")
+    return (f"{len(gaps)} set(s) of graphs callers are granted have no name index ({sets}): their lookups match "
+            f"labels by their first words only until it is built (in the background, where this server may write the "
+            f"store's folder). Build them before serving: kg-mcp index --store {store_dir or 'DIR'} --graph-access "
+            f"{access_file or 'FILE'}")
 
 
 def _check_graphs_served(backend: Backend) -> None:
@@ -269,12 +280,22 @@ def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, a
     now, so that most initializes find it ready, and so is a missing name index of a store's graphs)."""
     server.graph_access = access
     server.served_graphs = tuple(backend.served_graphs)
+    try:
+        granted = grant_sets(access, server.served_graphs)
+    except ConfigError as too_many:  # served all the same: each set's index is built when first needed
+        log.warning("%s", too_many)
+        granted = [tuple(sorted(graphs)) for scope in access.scopes if (graphs := access.graphs_for([scope], server.served_graphs))]
+    for graphs in granted:
+        with graph_access.reading(graphs):
+            backend.prepare_lookups()
     for scope in access.scopes:
         graphs = access.graphs_for([scope], server.served_graphs)
         if graphs:
             with graph_access.reading(graphs):
-                backend.prepare_lookups()
                 server_instructions(backend, settings)
+    gaps = getattr(backend, "name_index_gaps", list)()
+    if gaps:
+        log.warning("%s", name_index_gaps_text(gaps, getattr(backend, "path", None), access.source))
     lowlevel = server._lowlevel_server
     general = lowlevel.instructions
 
@@ -297,9 +318,10 @@ def _graphs_per_caller(server: KGServer, backend: Backend, settings: Settings, a
 ENDPOINT_RESOURCE_AGE_S = 600.0
 
 
-def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> None:
+def _add_resources(server: MCPServer, backend: Backend, settings: Settings, *, private: bool = False) -> None:
     """The KG's resources, each computed once (off the event loop) and then read for nothing: a local
-    store cannot change while served; an endpoint's are computed again at most every 10 minutes."""
+    store cannot change while served; an endpoint's are computed again at most every 10 minutes.
+    `private`: callers sign in, and are not told where on the server's disk its store is."""
     max_age = None if backend.kind == "oxigraph" else ENDPOINT_RESOURCE_AGE_S
 
     def resource(uri: str, name: str, description: str):
@@ -340,7 +362,7 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings) -> N
                 "entities": s.entities,
                 "relations": s.relations,
                 "lower_bounds": s.bounded,  # true: each count is "at least" that many
-                **s.details,
+                **{k: v for k, v in s.details.items() if not (private and k == "location")},
             },
             indent=1,
         )

@@ -2,20 +2,69 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from kg_mcp.errors import ConfigError
 from kg_mcp.namespaces import OWN_GRAPHS
 
 # An absolute IRI as SPARQL writes it between < >: a scheme, then no spaces, quotes or brackets.
 _GRAPH_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.\-]*:[^\s<>"{}|^`\\]+')
+LIST_FORM = "values separated by commas or spaces (or a JSON list)"
+PAIRS_FORM = "NAME=IRI pairs separated by commas or spaces (or a JSON object)"
+
+
+def words(value):
+    """A list setting from a variable, in any form a shell or systemd leaves of it: comma or space
+    separated, or a JSON list, even one whose quotes a shell took away.
+
+    >>> words("en, mul"), words('["127.0.0.1", "10.0.0.0/8"]'), words("[127.0.0.1]")
+    (['en', 'mul'], ['127.0.0.1', '10.0.0.0/8'], ['127.0.0.1'])
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            text = text[1:-1] if text.endswith("]") else text[1:]
+    return [part.strip("'\"") for part in re.split(r"[\s,]+", text) if part.strip("'\"")]
+
+
+def pairs(value):
+    """A NAME -> IRI setting from a variable: `NAME=IRI` pairs separated by commas or spaces, or a JSON object.
+
+    >>> pairs("ex=http://example.org/ wd=http://www.wikidata.org/entity/")
+    {'ex': 'http://example.org/', 'wd': 'http://www.wikidata.org/entity/'}
+    """
+    if not isinstance(value, str):
+        return value
+    if value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError("not a JSON object") from None
+    found = {}
+    for part in words(value):
+        name, equals, iri = part.partition("=")
+        if not equals or not name or not iri:
+            raise ValueError(f"{part!r} is not NAME=IRI")
+        found[name] = iri
+    return found
+
+
+# Lists and tables as a variable gives them (`words`, `pairs`), not pydantic-settings' JSON alone.
+WordList = Annotated[list[str], NoDecode, BeforeValidator(words)]
+PairTable = Annotated[dict[str, str], NoDecode, BeforeValidator(pairs)]
 
 
 class Settings(BaseSettings):
@@ -26,7 +75,7 @@ class Settings(BaseSettings):
     search_k: int = Field(50, ge=1, le=10_000, description="above this many rows, search shows properties only")
     search_p: int = Field(1000, ge=1, le=100_000, description="rows shown for a filtered search")
     explore_limit: int = Field(100, ge=1, le=100_000, description="triples shown per relation by explore_kg")
-    languages: list[str] = Field(["en", "mul"], description="label languages in order of preference")
+    languages: WordList = Field(["en", "mul"], description="label languages in order of preference")
     max_cell_chars: int = Field(
         200, ge=20, description="a value longer than this is cut in the markdown output, ending in …[N of M chars]"
     )
@@ -44,8 +93,9 @@ class Settings(BaseSettings):
     count_cap: int = Field(
         100_000, ge=100, description="edge counts of a hub without load-time statistics stop here (shown as N+)"
     )
-    prefixes: dict[str, str] = Field(
-        {}, description="extra prefixes, name -> namespace IRI (--prefix NAME=IRI): ids are shown and read with them"
+    prefixes: PairTable = Field(
+        {}, description="extra prefixes, name -> namespace IRI (--prefix NAME=IRI; KG_MCP_PREFIXES: NAME=IRI pairs "
+        "separated by spaces or commas): ids are shown and read with them"
     )
     prefix_discovery: bool = Field(
         True,
@@ -86,7 +136,7 @@ class Settings(BaseSettings):
         pattern="^(auto|mwapi|virtuoso|qlever|labels)$",
         description="find_entities on an endpoint: its own text search (auto: detected), or label queries",
     )
-    graphs: Annotated[list[str], NoDecode] = Field(
+    graphs: WordList = Field(
         [],
         description="the named graphs every query reads, as one graph (--graph IRI, repeatable; "
         "KG_MCP_GRAPHS: IRIs separated by spaces or commas); empty: an endpoint's data graphs, a store's default graph",
@@ -154,7 +204,34 @@ class Settings(BaseSettings):
     max_sessions: int = Field(1000, ge=1, description="MCP sessions open at once on streamable HTTP, all clients together")
     max_sessions_per_client: int = Field(64, ge=1, description="MCP sessions of one client (a signed-in caller, else an address); its oldest idle one ends first")
     session_idle_timeout_s: float = Field(1800.0, gt=0, description="an MCP session without requests this long is ended")
-    trusted_proxies: list[str] = Field([], description="peers whose X-Forwarded-For names the client (addresses or networks)")
+    trusted_proxies: WordList = Field(
+        [], description="peers whose X-Forwarded-For names the client (addresses or networks, separated by commas or spaces)"
+    )
+    allowed_hosts: WordList = Field(
+        [], description="HTTP: more Host headers to accept (--allow-host), e.g. kg.example.org:443; the public URL's is accepted anyway"
+    )
+    allowed_origins: WordList = Field([], description="HTTP: more Origin headers to accept (--allow-origin)")
+    # Sign-in (docs/team/signin.md): what `kg-mcp serve` is given as flags, or here.
+    auth_token_file: str = Field("", description="HTTP: require the one bearer token kept in this file (--auth-token-file)")
+    tokens: str = Field("", description="HTTP: the named tokens file (--tokens), read again when it changes")
+    oauth_issuer: str = Field("", description="HTTP: accept access tokens of this OAuth / OpenID issuer (--oauth-issuer)")
+    public_url: str = Field(
+        "", description="HTTP: the URL clients reach the MCP endpoint at (--public-url): every access token's audience, "
+        "and a Host header accepted"
+    )
+    oauth_client_id: str = Field("", description="HTTP: this server's own client at the issuer, to introspect opaque tokens (--oauth-client-id)")
+    oauth_client_secret: SecretStr = Field(
+        SecretStr(""), description="that client's secret (or --oauth-client-secret-env VAR naming the variable that holds it)"
+    )
+    graph_access: str = Field("", description="HTTP: the TOML file of which named graphs each scope reads (--graph-access)")
+    metadata_scopes: Literal["all", "base"] = Field(
+        "all", description="scopes listed in the public Protected Resource Metadata (--metadata-scopes): all (kg:read, "
+        "kg:sparql and the graph scopes) or base (kg:read and kg:sparql: graph scopes go unnamed)"
+    )
+    audit_log: str = Field(
+        "", description="append one JSON line per call to this file (--audit-log), or send it to stdout (HTTP only), "
+        "stderr or journald"
+    )
     # Replicas behind a load balancer (docs/team/deploy.md).
     stateless: bool = Field(False, description="streamable HTTP without MCP sessions: any replica can take any request")
     redis: str = Field("", description="redis:// URL of the store shared by replicas (traversals, rate limits, places, locks); empty: this process")
@@ -169,14 +246,6 @@ class Settings(BaseSettings):
         SecretStr(""), description="secret that signs the cursors of paged listings (any text); empty: one kept in "
         "the shared Redis, else one made by each process at start (a restart then ends open cursors)"
     )
-
-    @field_validator("graphs", mode="before")
-    @classmethod
-    def _split_graphs(cls, value):
-        # From KG_MCP_GRAPHS (or a bundle option) the IRIs come as one string.
-        if isinstance(value, str):
-            value = [part for part in re.split(r"[\s,]+", value) if part]
-        return value
 
     @field_validator("graphs")
     @classmethod
@@ -198,6 +267,73 @@ def graph_iri_problem(iri: str) -> str | None:
     if _GRAPH_IRI.fullmatch(iri):
         return None
     return f"{iri!r} is not a graph IRI: write it in full, e.g. http://example.org/graph/movies"
+
+
+def load_settings(**overrides) -> Settings:
+    """Settings from the KG_MCP_* variables with `overrides` (flags) on top, or a ConfigError that
+    names each variable that does not read and the form it takes."""
+    try:
+        return Settings(**overrides)
+    except (ValidationError, SettingsError) as error:
+        raise settings_error(error) from None
+
+
+def settings_error(error: ValidationError | SettingsError) -> ConfigError:
+    """What is wrong with the KG_MCP_* variables, in our words (never a value of a secret).
+
+    >>> try:
+    ...     Settings(search_k="many")
+    ... except ValidationError as e:
+    ...     print(settings_error(e))
+    Bad setting: KG_MCP_SEARCH_K is 'many': Input should be a valid integer, unable to parse string as an integer (expected a whole number from 1 to 10000)
+    """
+    if isinstance(error, SettingsError):  # a field whose variable pydantic-settings could not decode
+        field = re.search(r'field "(\w+)"', str(error))
+        name = f"{Settings.model_config['env_prefix']}{field.group(1).upper()}" if field else "a KG_MCP_* variable"
+        return ConfigError(f"Bad setting: {name} does not read as {_form(field.group(1) if field else '')}.")
+    problems = []
+    for problem in error.errors():
+        field = str(problem["loc"][0]) if problem["loc"] else ""
+        name = f"{Settings.model_config['env_prefix']}{field.upper()}"
+        secret = field in Settings.model_fields and Settings.model_fields[field].annotation is SecretStr
+        given = problem.get("input")
+        message = problem["msg"].removeprefix("Value error, ")
+        shown = f" is {given!r}" if isinstance(given, (str, int, float)) and not secret and repr(given) not in message else ""
+        problems.append(f"{name}{shown}: {message} (expected {_form(field)})")
+    return ConfigError("Bad setting: " + "; ".join(problems))
+
+
+def _form(field: str) -> str:
+    """How the variable of setting `field` is written."""
+    info = Settings.model_fields.get(field)
+    if info is None:
+        return "a value"
+    kind = info.annotation
+    if any(isinstance(m, BeforeValidator) and m.func is words for m in info.metadata) or kind == list[str]:
+        return LIST_FORM
+    if any(isinstance(m, BeforeValidator) and m.func is pairs for m in info.metadata):
+        return PAIRS_FORM
+    if kind is bool:
+        return "true or false"
+    if kind is int:
+        return "a whole number" + _bounds(info)
+    if kind is float:
+        return "a number" + _bounds(info)
+    if getattr(kind, "__origin__", None) is Literal:
+        return "one of " + ", ".join(kind.__args__)
+    return "text"
+
+
+def _bounds(info) -> str:
+    def bound(name):
+        return next((getattr(m, name) for m in info.metadata if getattr(m, name, None) is not None), None)
+
+    low, above, high = bound("ge"), bound("gt"), bound("le")
+    if low is not None and high is not None:
+        return f" from {low} to {high}"
+    if above is not None:
+        return f" above {above}"
+    return f", at least {low}" if low is not None else ""
 
 
 def cache_dir() -> Path:

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from click.testing import CliRunner
 
 from conftest import free_port, wait_for_http
+from kg_mcp.cli import main
 
 RDFS_LABEL = ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#label")
 TOKEN = "cli-test-token-abcdefghijklmnopqrstuv"
@@ -235,3 +237,45 @@ def test_failed_load_leaves_the_store_answering_the_same(tmp_path, small_kb):
     assert info_counts(store) == counts_before
     missing = json.loads(ok(kg_mcp("call", "--store", str(store), "--json", "find_entities", json.dumps({"name": "Extra Film"}))))
     assert missing["entities"] == []
+
+
+def test_settings_read_from_a_shell_s_forms_and_a_bad_one_named_with_its_form(monkeypatch, tmp_path):
+    """An environment file sourced by a shell loses its quotes (`["127.0.0.1"]` becomes `[127.0.0.1]`):
+    every list and table setting reads that, commas and spaces; a value that does not read is named
+    with the form it takes, never a traceback."""
+    from kg_mcp.settings import Settings
+
+    monkeypatch.setenv("KG_MCP_TRUSTED_PROXIES", "[127.0.0.1]")
+    monkeypatch.setenv("KG_MCP_LANGUAGES", "en, de")
+    monkeypatch.setenv("KG_MCP_PREFIXES", "ex=http://example.org/ wd=http://www.wikidata.org/entity/")
+    monkeypatch.setenv("KG_MCP_ALLOWED_HOSTS", '["kg.example.org:443"]')
+    read = Settings()
+    assert read.trusted_proxies == ["127.0.0.1"] and read.languages == ["en", "de"]
+    assert read.prefixes == {"ex": "http://example.org/", "wd": "http://www.wikidata.org/entity/"}
+    assert read.allowed_hosts == ["kg.example.org:443"]
+
+    monkeypatch.setenv("KG_MCP_SEARCH_K", "many")
+    bad = CliRunner().invoke(main, ["info"])
+    assert bad.exit_code == 1 and "KG_MCP_SEARCH_K is 'many'" in bad.output and "a whole number from 1 to 10000" in bad.output
+    monkeypatch.delenv("KG_MCP_SEARCH_K")
+    monkeypatch.setenv("KG_MCP_PREFIXES", "ex")
+    bad = CliRunner().invoke(main, ["info"])
+    assert bad.exit_code == 1 and "KG_MCP_PREFIXES" in bad.output and "NAME=IRI pairs" in bad.output
+    monkeypatch.delenv("KG_MCP_PREFIXES")
+    # Read deep inside a load, not by the command: named all the same, and nothing loaded.
+    monkeypatch.setenv("KG_MCP_WARM_NAME_INDEX", "perhaps")
+    source = tmp_path / "one.nt"
+    source.write_text('<http://example.org/a> <http://www.w3.org/2000/01/rdf-schema#label> "a" .\n')
+    bad = CliRunner().invoke(main, ["load", str(source), "--store", str(tmp_path / "store")])
+    assert bad.exit_code == 1 and "KG_MCP_WARM_NAME_INDEX is 'perhaps'" in bad.output and "true or false" in bad.output
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").glob("*.sst"))
+    monkeypatch.delenv("KG_MCP_WARM_NAME_INDEX")
+
+    # The sign-in settings are read from the environment too (an environment file's).
+    monkeypatch.setenv("KG_MCP_OAUTH_ISSUER", "http://login.example.org/realms/team")
+    bad = CliRunner().invoke(main, ["serve", "--transport", "http"])
+    assert bad.exit_code == 1 and "must be reached over https" in bad.output
+    monkeypatch.setenv("KG_MCP_OAUTH_ISSUER", "https://login.example.org/realms/team")
+    bad = CliRunner().invoke(main, ["serve", "--transport", "http"])
+    assert bad.exit_code == 1 and "needs --public-url (KG_MCP_PUBLIC_URL)" in bad.output
+    assert "Traceback" not in bad.output

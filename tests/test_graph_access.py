@@ -9,6 +9,7 @@ tool, lookup, completion, resource, the instructions or `sparql`; the audit log 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -311,3 +312,55 @@ def test_a_bad_graph_access_file_is_refused_in_our_words(tmp_path):
     path.write_text('[scopes]\n"kg:read" = ["http://example.org/g"]\n')
     with pytest.raises(ConfigError, match="other than kg:read"):
         read_graph_access(path)
+
+
+def test_a_read_only_replica_without_a_grants_index_says_so_and_base_metadata_names_no_graph(tmp_path, graph_files):
+    """A store loaded graph by graph has each graph's name index, not the index of both together; a
+    replica that opens it read-only (as the systemd unit's ReadOnlyPaths= makes it) cannot build that
+    one: it says so at start, in /readyz (still ready), and in the lookup that falls back. With
+    KG_MCP_METADATA_SCOPES=base (settings as an environment file gives them), the public metadata
+    lists kg:read and kg:sparql only, and a caller granted no graph is not told the graph scopes."""
+    from bench.team_rig import read_only
+
+    _, named, _ = graph_files
+    store = tmp_path / "kg" / "store"
+    for graph, path in named.items():
+        load = [sys.executable, "-m", "kg_mcp", "load", str(path), "--store", str(store), "--graph", graph]
+        subprocess.run(load, check=True, capture_output=True, timeout=300)
+    (tmp_path / "access.toml").write_text(f'[scopes]\n"graph:art" = ["{ART}"]\n"graph:films" = ["{FILMS}"]\n')
+    both, both_table = new_token("both", ["kg:read", "graph:art", "graph:films"])
+    carol, carol_table = new_token("carol", ["kg:read"])
+    (tmp_path / "tokens.toml").write_text(both_table + carol_table)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    env = {**os.environ, "KG_MCP_CACHE": str(tmp_path / "cache"), "KG_MCP_TOKENS": str(tmp_path / "tokens.toml"),
+           "KG_MCP_GRAPH_ACCESS": str(tmp_path / "access.toml"), "KG_MCP_OAUTH_ISSUER": "http://127.0.0.1:9/realms/x",
+           "KG_MCP_PUBLIC_URL": url, "KG_MCP_METADATA_SCOPES": "base"}
+    command = [sys.executable, "-m", "kg_mcp", "serve", "--store", str(store), "--transport", "http", "--port", str(port)]
+    log = open(tmp_path / "server.log", "w")
+    process = subprocess.Popen(read_only(command, [str(store.parent)]), env=env, stdout=log, stderr=log)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=90)
+        ready = httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=30)
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+        warning = ready.json()["warnings"]["name_indexes"]
+        assert f"{ART} + {FILMS}" in warning and f"kg-mcp index --store {store} --graph-access" in warning
+        metadata = httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=30).json()
+        assert metadata["scopes_supported"] == ["kg:read", "kg:sparql"] and metadata["resource"] == url
+
+        async def lookup(token: str):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    return await client.call_tool("find_entities", {"name": "Vincent van Gogh"})
+
+        found = asyncio.run(lookup(both)).structured_content
+        assert found["entities"] and "no name index of the graphs you read" in found["method"]
+        refused = asyncio.run(lookup(carol))
+        text = refused.content[0].text
+        assert refused.is_error and "grants no graph" in text and "Ask the server's operator" in text and "graph:" not in text
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+    started = (tmp_path / "server.log").read_text()
+    assert "Read-only file system" in started and "have no name index" in started

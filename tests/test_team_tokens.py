@@ -20,7 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from conftest import free_port, wait_for_http
 from kg_mcp.cli import main
 from kg_mcp.errors import ConfigError
-from kg_mcp.serving.audit import AuditLog, audit_lines, summarise
+from kg_mcp.serving.audit import AuditLog
+from kg_mcp.serving.audit_trail import audit_lines, summarise
 from kg_mcp.calls.caller import Caller
 from kg_mcp.serving.tokens import RECHECK_S, new_token, read_tokens_file
 
@@ -130,3 +131,71 @@ def test_a_bad_tokens_file_is_refused_in_our_words(tmp_path):
     path.write_text('[tokens.ci]\nsha256 = "' + "a" * 64 + '"\nscope = ["kg:read"]\n')
     with pytest.raises(ConfigError, match="sha256 and scopes only"):
         read_tokens_file(path)
+
+
+def test_kg_mcp_audit_merges_every_replica_s_log_by_time(tmp_path):
+    """Each replica writes its own log; `kg-mcp audit` reads them all (files, a folder, a pattern,
+    stdin) as one trail in time order, each log with its rotated files."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    logs = [AuditLog(folder / f"audit-800{i}.jsonl", max_bytes=1500, backups=5) for i in range(3)]
+    for n in range(30):  # calls spread over the replicas, as nginx spreads them
+        logs[n % 3].call(Caller(f"sub:user{n % 4}", f"user{n % 4}", "cli"), "tool", "search", {"n": n}, "ok", rows=n, ms=1.0)
+        time.sleep(0.002)  # a distinct millisecond each
+    for log in logs:
+        log.close()
+    assert any(p.suffix == ".1" for p in folder.iterdir())  # some were rotated
+
+    def trail(*sources: str, stdin: str | None = None) -> list[dict]:
+        result = CliRunner().invoke(main, ["audit", *sources, "--lines"], input=stdin)
+        assert result.exit_code == 0, result.output
+        return [json.loads(line) for line in result.output.splitlines()]
+
+    merged = trail(str(folder))
+    assert [line["rows"] for line in merged] == list(range(30))  # every call, in the order made
+    assert trail(str(folder / "audit-*.jsonl")) == merged
+    assert trail(*(str(folder / f"audit-800{i}.jsonl") for i in range(3))) == merged
+    piped = (folder / "audit-8001.jsonl").read_text()  # as `journalctl ... -o cat` would pipe lines in
+    from_pipe = [json.loads(line) for line in piped.splitlines()]
+    expected = [m for m in merged if m["rows"] % 3 == 0 or m in from_pipe]
+    assert trail(str(folder / "audit-8000.jsonl"), "-", stdin=piped) == expected
+    summary = json.loads(CliRunner().invoke(main, ["audit", str(folder), "--json"]).output)
+    assert sum(row["calls"] for row in summary) == 30 and {row["subject"] for row in summary} == {f"user{i}" for i in range(4)}
+    missing = CliRunner().invoke(main, ["audit", str(tmp_path / "none-*.jsonl")])
+    assert missing.exit_code == 1 and "No audit log at" in missing.output
+
+
+def test_audit_lines_go_to_a_stream_or_the_journal_as_json(tmp_path):
+    """--audit-log stderr / stdout / journald: the same JSON lines where a log shipper reads them; the
+    journal gets each by its native protocol (a datagram of FIELD=value lines) on its socket."""
+    import io
+    import logging
+    import socket
+
+    from kg_mcp.serving.audit import JournalHandler, open_audit
+
+    stream = io.StringIO()
+    log = AuditLog(handler=logging.StreamHandler(stream), name="test")
+    log.call(Caller("sub:alice", "alice", "cli"), "tool", "search", {"entity": "x"}, "ok", rows=2, ms=1.5)
+    line = json.loads(stream.getvalue())
+    assert line["subject"] == "alice" and line["name"] == "search" and line["rows"] == 2
+
+    journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    journal.bind(str(tmp_path / "journal.socket"))
+    try:
+        log = AuditLog(handler=JournalHandler(str(tmp_path / "journal.socket")), name="journal")
+        log.call(Caller("sub:bob\nx", "bob\nx", "cli"), "tool", "follow", {}, "tool_error", ms=2.0)
+        datagram = journal.recv(65536)
+        log.close()
+    finally:
+        journal.close()
+    fields = dict(part.split(b"=", 1) for part in datagram.split(b"\n") if b"=" in part and not part.startswith(b"KG_MCP_SUBJECT"))
+    assert fields[b"SYSLOG_IDENTIFIER"] == b"kg-mcp-audit" and fields[b"KG_MCP_OUTCOME"] == b"tool_error"
+    assert json.loads(fields[b"MESSAGE"])["name"] == "follow"
+    subject = datagram.index(b"KG_MCP_SUBJECT\n")  # a value with a newline goes by its length
+    assert datagram[subject + 15: subject + 23] == (5).to_bytes(8, "little") and datagram[subject + 23: subject + 28] == b"bob\nx"
+
+    with pytest.raises(ConfigError, match="stdout carries the protocol"):
+        open_audit("stdout", transport="stdio")
+    with pytest.raises(ConfigError, match="no systemd journal"):
+        JournalHandler(str(tmp_path / "no-journal.socket"))

@@ -66,3 +66,61 @@ def _pool_workers() -> list[int]:
             continue
     servers = {pid for pid, parent, cmdline in alive if parent == os.getpid() and b"forkserver" in cmdline}
     return [pid for pid, parent, _ in alive if parent in servers]
+
+
+# A server whose long calls run in worker processes and whose sparql query, a cross join with no
+# end in sight, runs in a query worker; it says "busy" once the query worker has the query.
+_BUSY_SERVER = """
+import asyncio, sys, time
+from mcp import Client
+from kg_mcp.backends import open_store
+from kg_mcp.server import build_server
+from kg_mcp.settings import Settings
+
+settings = Settings(worker_processes=1, sparql_tool=True, timeout_s=600, tool_timeout_s=600, query_workers=1)
+backend = open_store(sys.argv[1], settings=settings)
+RUNAWAY = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
+
+async def main():
+    async with Client(build_server(backend, settings)) as client:
+        query = asyncio.create_task(client.call_tool("sparql", {"query": RUNAWAY}))
+        while backend._pool is None or not backend._pool.pids() or backend._pool._idle.qsize():
+            await asyncio.sleep(0.05)
+        print("busy", flush=True)
+        await query
+
+asyncio.run(main())
+"""
+
+
+def test_a_server_killed_mid_query_leaves_no_process_behind(pathquestion_store_dir, tmp_path):
+    """SIGKILL gives the server no chance to stop anything: its long-call workers (children of the
+    fork server), the fork server, the query worker in the middle of a query and the query
+    checkers must all end by themselves. Counted by the server's process group."""
+    import subprocess
+    import sys
+    import time
+
+    from bench.team_rig import group_processes
+
+    server = subprocess.Popen([sys.executable, "-c", _BUSY_SERVER, str(pathquestion_store_dir)], stdout=subprocess.PIPE,
+                              stderr=(tmp_path / "server.log").open("wb"), text=True, process_group=0)
+    try:
+        assert server.stdout.readline().strip() == "busy", (tmp_path / "server.log").read_text()[-2000:]
+        before = group_processes(server.pid)
+        commands = " ".join(before.values())
+        # the server, the fork server and its worker, the query worker, the query checkers
+        assert "forkserver" in commands and "kg_mcp.backends._query_worker" in commands, before
+        assert "kg_mcp.sparql._parse_worker" in commands and len(before) >= 5, before
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait()
+        deadline = time.monotonic() + 30
+        while group_processes(server.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group_processes(server.pid) == {}
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for pid in group_processes(server.pid):  # what a failed run left: never past this test
+            os.kill(pid, signal.SIGKILL)

@@ -98,7 +98,7 @@ def kg_words(kg: dict[str, Any] | None, described: str | None = None) -> str:
     """
     if not kg:
         return f"{described or 'a KG'} (size and profile not recorded)"
-    where = f"endpoint {kg.get('endpoint')}" if kg.get("kind") == "remote" else f"local store {kg.get('location')}"
+    where = f"endpoint {kg.get('endpoint')}" if kg.get("kind") == "remote" else "local store" + (f" {kg['location']}" if kg.get("location") else "")
     triples = kg.get("triples")
     if triples is None:
         size = "size not counted"

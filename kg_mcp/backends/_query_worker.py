@@ -2,7 +2,8 @@
 
 It talks over the socket FD: first (path, nquads) to open the store, then (query, row_cap, graphs)
 requests (graphs: the named graphs that are the query's whole dataset, or None), each answered
-with (status, payload) in plain data, bounded in size (`shipped`). It exits when the socket closes.
+with (status, payload) in plain data, bounded in size (`shipped`). It exits when the socket closes,
+in the middle of a query too (kg_mcp.backends.lifeline).
 
 A worker first leaves the network: it moves into a network namespace of its own, which holds
 only a loopback interface that is down, so no query (a SERVICE call the checks missed) can reach
@@ -18,6 +19,7 @@ from multiprocessing.connection import Connection
 
 import pyoxigraph as ox
 
+from kg_mcp.backends import lifeline
 from kg_mcp.backends._rows import capped_rows
 from kg_mcp.backends.query_pool import StoreSource, plain
 
@@ -114,13 +116,17 @@ def dataset(graphs: list[str] | None) -> dict:
 def _serve(conn: Connection) -> None:
     """A worker's life: open the store, then answer (query, row_cap, graphs) requests until the pipe closes."""
     isolation_problem = leave_network()
+    lifeline.watch(conn.fileno())  # a server that ends, however, takes its workers with it
     path, nquads = conn.recv()
     try:
         store = StoreSource(path, nquads).open()
     except OSError as e:
         conn.send(("failed", str(e)))
         return
-    conn.send(("ready", isolation_problem))
+    try:
+        conn.send(("ready", isolation_problem))
+    except OSError:  # the server went away while this started
+        return
     while True:
         try:
             query, row_cap, graphs = conn.recv()

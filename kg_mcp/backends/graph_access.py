@@ -78,6 +78,7 @@ class GraphAccess:
     """The scopes of a --graph-access file and the graphs each grants (ALL: every graph served)."""
 
     grants: dict[str, tuple[str, ...]]
+    source: str = ""  # the file it was read from
 
     @property
     def scopes(self) -> list[str]:
@@ -104,6 +105,33 @@ class GraphAccess:
         return frozenset(granted & served if served else granted)
 
 
+MAX_GRANT_SETS = 64  # graph sets a grant file may give callers, each with a name index of its own
+
+
+def grant_sets(access: GraphAccess, served: Iterable[str]) -> list[tuple[str, ...]]:
+    """Every graph set a caller can be given: the union of the graphs of any scopes it holds
+    together, and every graph served (kg:all-graphs, ["*"]); each sorted, each once, none empty.
+    Each needs a name index of its own (kg_mcp.backends.store_names), built before serving.
+
+    >>> access = GraphAccess({"graph:a": ("http://a",), "graph:b": ("http://b",), "graph:ab": ("http://a", "http://b")})
+    >>> grant_sets(access, ["http://a", "http://b", "http://c"])
+    [('http://a',), ('http://a', 'http://b'), ('http://a', 'http://b', 'http://c'), ('http://b',)]
+    """
+    served = sorted(set(served))
+    unions: set[tuple[str, ...]] = {tuple(served)} if served else set()
+    for grant in access.grants.values():
+        graphs = frozenset(served) if ALL in grant else frozenset(grant) & frozenset(served)
+        if not graphs:
+            continue
+        unions |= {tuple(sorted(graphs | set(other))) for other in unions} | {tuple(sorted(graphs))}
+        if len(unions) > MAX_GRANT_SETS:
+            raise ConfigError(
+                f"The graph-access file gives callers more than {MAX_GRANT_SETS} different sets of graphs, each "
+                "needing a name index of its own: give scopes that grant graphs together instead of one scope a graph."
+            )
+    return sorted(unions)
+
+
 def read_graph_access(path: str | Path) -> GraphAccess:
     """The --graph-access file at `path`, or a ConfigError saying what to fix."""
     from kg_mcp.settings import graph_iri_problem, read_toml_file
@@ -126,4 +154,4 @@ def read_graph_access(path: str | Path) -> GraphAccess:
             if graph != ALL and (problem := graph_iri_problem(graph)) is not None:
                 raise ConfigError(f"{where}: {problem}")
         grants[scope] = tuple(graphs)
-    return GraphAccess(grants)
+    return GraphAccess(grants, str(path))

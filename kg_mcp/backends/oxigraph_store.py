@@ -141,6 +141,10 @@ class OxigraphBackend(SparqlBackend):
         if not self._reads_default_graph():
             self._name_index()  # a graph set's index is built in the background, if missing
 
+    def name_index_gaps(self) -> list[tuple[str, ...]]:
+        """The graph sets prepared or read that have no name index now (being built, or unbuildable)."""
+        return self._graph_names.gaps() if self.settings.name_index else []
+
     def _name_matches(self, name: str, limit: int):
         index = self._name_index()
         if index is None:

@@ -3,9 +3,11 @@
 A caller who reads some named graphs of a store looks names up in an index of those graphs only,
 never in the store's own index (its default graph) nor in another graph set's: a name a caller
 cannot read never shows in its lookups. `kg-mcp load --graph IRI` builds the index of that graph
-(and rebuilds every other the store holds); a graph set without a current index gets one built in
-the background when a caller first needs it (the server starts those of its --graph-access scopes),
-and lookups answer with label queries meanwhile, over the same graphs. An in-memory store indexes
+(and rebuilds every other the store holds), `kg-mcp index --graph-access FILE` those of every set
+of graphs the file can grant; a graph set without a current index gets one built in the
+background when a caller first needs it (the server starts those of every grant), and lookups
+answer with label queries meanwhile, over the same graphs. On a store the server cannot write
+(replicas open it read-only) that build fails, and the server says so (`gaps`). An in-memory store indexes
 a graph set in memory, at once (it is small).
 """
 
@@ -65,11 +67,16 @@ class GraphSetNames:
     def note(self, graphs: GraphSet) -> str:
         """What a lookup answered without the index says about it."""
         if graphs in self._failed:
-            return "the name index of these graphs could not be built"
-        return "the name index of these graphs is being built" if graphs in self._builds else ""
+            return "this server has no name index of the graphs you read: words inside a label and misspellings are not matched"
+        return "the name index of the graphs you read is being built" if graphs in self._builds else ""
+
+    def gaps(self) -> list[GraphSet]:
+        """The graph sets asked for that have no index: being built, or that could not be built."""
+        with self._lock:
+            return sorted({*self._builds, *self._failed})
 
     def _build(self, graphs: GraphSet) -> None:
-        log.warning("building the name index of %s in %s (once; kg-mcp load --graph keeps it up to date)",
+        log.warning("building the name index of %s in %s (once; `kg-mcp index --graph-access FILE` builds them all before serving)",
                     ", ".join(graphs), self._dir)
         try:
             with metrics.name_index_build("store"):

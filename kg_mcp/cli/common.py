@@ -12,11 +12,12 @@ from pathlib import Path
 
 import click
 from pydantic import ValidationError
+from pydantic_settings.exceptions import SettingsError
 
 from kg_mcp import __version__
 from kg_mcp.errors import ConfigError
 from kg_mcp.profiles import PROFILES
-from kg_mcp.settings import Settings
+from kg_mcp.settings import Settings, load_settings, settings_error
 
 log = logging.getLogger("kg_mcp")
 
@@ -105,14 +106,7 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
         overrides["languages"] = list(languages)
     if enable_sparql:
         overrides["sparql_tool"] = True
-    try:
-        return Settings(**overrides)
-    except ValidationError as e:  # a KG_MCP_* variable that does not parse
-        problems = "; ".join(
-            f"KG_MCP_{'_'.join(map(str, err['loc'])).upper()}: {err['msg'].removeprefix('Value error, ')}"
-            for err in e.errors()
-        )
-        raise ConfigError(f"Bad setting: {problems}") from None
+    return load_settings(**overrides)
 
 
 def _open(store, sparql_url, wikidata, profile, settings, shared=None, named_graphs=False):
@@ -132,6 +126,10 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ConfigError as e:
             raise click.ClickException(str(e)) from None
+        except (ValidationError, SettingsError) as e:  # Settings() read where a command did not read them first
+            if isinstance(e, ValidationError) and e.title != Settings.__name__:
+                raise
+            raise click.ClickException(str(settings_error(e))) from None
 
 
 @click.group(cls=_Group)

@@ -1,12 +1,8 @@
-"""Commands that serve or query a KG: serve, load, call, info. They never import the drivers."""
+"""Commands that serve a KG or make its store: serve, load, index, info. They never import the drivers."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -24,21 +20,32 @@ log = logging.getLogger("kg_mcp")
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--auth-token-env", metavar="VAR", help="Require this bearer token (read from the variable VAR) on HTTP.")
-@click.option("--auth-token-file", type=click.Path(dir_okay=False), help="Require the bearer token kept in this file.")
+@click.option("--auth-token-file", type=click.Path(dir_okay=False),
+              help="Require the bearer token kept in this file (KG_MCP_AUTH_TOKEN_FILE).")
 @click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False),
-              help="Named tokens for scripts and CI (TOML: [tokens.NAME] with sha256 and scopes); read again when it changes.")
+              help="Named tokens for scripts and CI (TOML: [tokens.NAME] with sha256 and scopes); read again when it "
+                   "changes (KG_MCP_TOKENS).")
 @click.option("--oauth-issuer", metavar="URL",
-              help="Accept access tokens of this OAuth 2.1 / OpenID issuer (https, or http on loopback); needs --public-url.")
+              help="Accept access tokens of this OAuth 2.1 / OpenID issuer (https, or http on loopback); needs "
+                   "--public-url (KG_MCP_OAUTH_ISSUER).")
 @click.option("--public-url", metavar="URL",
-              help="The URL clients reach the MCP endpoint at, e.g. https://kg.example.org/mcp: the audience of every access token.")
-@click.option("--oauth-client-id", metavar="ID", help="This server's own client at the issuer, to introspect opaque tokens (RFC 7662).")
-@click.option("--oauth-client-secret-env", metavar="VAR", help="The variable holding that client's secret.")
+              help="The URL clients reach the MCP endpoint at, e.g. https://kg.example.org/mcp: the audience of every "
+                   "access token, and a Host header accepted (KG_MCP_PUBLIC_URL).")
+@click.option("--oauth-client-id", metavar="ID",
+              help="This server's own client at the issuer, to introspect opaque tokens (RFC 7662; KG_MCP_OAUTH_CLIENT_ID).")
+@click.option("--oauth-client-secret-env", metavar="VAR",
+              help="The variable holding that client's secret (default: KG_MCP_OAUTH_CLIENT_SECRET).")
 @click.option("--graph-access", type=click.Path(dir_okay=False),
-              help="TOML: which named graphs each scope may read ([scopes] \"graph:movies\" = [IRI, ...]).")
-@click.option("--audit-log", type=click.Path(dir_okay=False),
-              help="Append one JSON line per call (who, what, outcome, rows, ms) to this file, rotated past 10 MB.")
-@click.option("--allow-host", "allowed_hosts", multiple=True, help="Extra Host header to accept, e.g. kg.example.org:443.")
-@click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept.")
+              help="TOML: which named graphs each scope may read ([scopes] \"graph:movies\" = [IRI, ...]; KG_MCP_GRAPH_ACCESS).")
+@click.option("--metadata-scopes", type=click.Choice(["all", "base"]),
+              help="Scopes named in the public Protected Resource Metadata: all, or base (kg:read and kg:sparql, the "
+                   "graph scopes unnamed; the issuer must then grant them unasked) [all] (KG_MCP_METADATA_SCOPES).")
+@click.option("--audit-log", metavar="FILE",
+              help="Append one JSON line per call (who, what, outcome, rows, ms) to this file, rotated past 10 MB; or "
+                   "send the lines to stdout (HTTP only), stderr or journald (KG_MCP_AUDIT_LOG).")
+@click.option("--allow-host", "allowed_hosts", multiple=True,
+              help="Extra Host header to accept, e.g. kg.example.org:443 (KG_MCP_ALLOWED_HOSTS).")
+@click.option("--allow-origin", "allowed_origins", multiple=True, help="Extra Origin to accept (KG_MCP_ALLOWED_ORIGINS).")
 @click.option("--rate-limit", type=click.IntRange(min=0), metavar="N",
               help="HTTP/SSE: at most N requests a minute per client (a signed-in caller, else an address), then 429 with "
                    "Retry-After (default off; KG_MCP_RATE_LIMIT).")
@@ -72,8 +79,8 @@ log = logging.getLogger("kg_mcp")
               help="Send OpenTelemetry traces of each call and its queries to this OTLP/HTTP collector "
                    "(needs pip install 'kg-mcp[otel]'; OTEL_EXPORTER_OTLP_ENDPOINT).")
 def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transport, host, port, auth_token_env, auth_token_file,
-          tokens_file, oauth_issuer, public_url, oauth_client_id, oauth_client_secret_env, graph_access, audit_log, allowed_hosts,
-          allowed_origins, rate_limit, trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections,
+          tokens_file, oauth_issuer, public_url, oauth_client_id, oauth_client_secret_env, graph_access, metadata_scopes, audit_log,
+          allowed_hosts, allowed_origins, rate_limit, trusted_proxies, header_timeout, body_timeout, write_timeout, max_body, max_connections,
           max_connections_per_client, max_sessions, max_sessions_per_client, session_idle_timeout, stateless, redis_url, otlp_endpoint):
     """Serve the KG tools over stdio (default), streamable HTTP or SSE.
 
@@ -90,10 +97,23 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     from kg_mcp.backends.graph_access import read_graph_access
     from kg_mcp.server import build_server
     from kg_mcp.serving import serve as run_server
-    from kg_mcp.serving.audit import AuditLog
-    from kg_mcp.serving.auth import endpoint_url, read_token, server_auth
+    from kg_mcp.serving.audit import open_audit
+    from kg_mcp.serving.auth import endpoint_url, public_host, read_token, server_auth
     from kg_mcp.serving.health import MetricsAccess
 
+    settings = _settings(languages, enable_sparql)
+    # Each sign-in flag, else its KG_MCP_* setting (an environment file's).
+    auth_token_file = auth_token_file or (settings.auth_token_file if not auth_token_env else "") or None
+    tokens_file = tokens_file or settings.tokens or None
+    oauth_issuer = oauth_issuer or settings.oauth_issuer or None
+    public_url = public_url or settings.public_url or None
+    oauth_client_id = oauth_client_id or settings.oauth_client_id or None
+    graph_access = graph_access or settings.graph_access or None
+    audit_log = audit_log or settings.audit_log or None
+    allowed_hosts = [*allowed_hosts, *settings.allowed_hosts]
+    allowed_origins = [*allowed_origins, *settings.allowed_origins]
+    client_secret = (read_token(env_var=oauth_client_secret_env) if oauth_client_secret_env
+                     else settings.oauth_client_secret.get_secret_value() or None)
     token = read_token(env_var=auth_token_env, file=auth_token_file)
     if (token or tokens_file or oauth_issuer) and transport == "stdio":
         raise ConfigError("Auth tokens apply to --transport http or sse; stdio is reached only by its parent process.")
@@ -103,26 +123,27 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
     if access is not None and not (tokens_file or oauth_issuer):
         raise ConfigError("--graph-access gives each caller its graphs by the scopes of its token: "
                           "give --oauth-issuer or --tokens too (over --transport http or sse).")
-    graph_scopes = access.scopes if access is not None else []
+    graph_scopes = access.scopes if access is not None and (metadata_scopes or settings.metadata_scopes) == "all" else []
     display_host = f"[{host}]" if ":" in host else host
     path = "/mcp" if transport == "http" else "/sse"
+    public_endpoint = endpoint_url(public_url, path)
     auth = server_auth(
-        token=token, tokens_file=tokens_file, issuer=oauth_issuer, public_url=endpoint_url(public_url, path),
-        client_id=oauth_client_id, client_secret=read_token(env_var=oauth_client_secret_env) if oauth_client_secret_env else None,
-        more_scopes=graph_scopes, leeway_s=_settings(languages, enable_sparql).oauth_leeway_s,
+        token=token, tokens_file=tokens_file, issuer=oauth_issuer, public_url=public_endpoint,
+        client_id=oauth_client_id, client_secret=client_secret, more_scopes=graph_scopes, leeway_s=settings.oauth_leeway_s,
     )
+    if public_endpoint:
+        allowed_hosts.append(public_host(public_endpoint))
     if transport != "stdio" and host not in ("127.0.0.1", "localhost", "::1") and not auth:
         log.warning("serving on %s without --auth-token-env, --tokens or --oauth-issuer: anyone who can reach it can query", host)
-    audit = AuditLog(audit_log) if audit_log else None
+    audit = open_audit(audit_log, transport=transport) if audit_log else None
     limits = None
     if transport != "stdio":  # checked before the store opens: a bad --trusted-proxy fails at once
         from kg_mcp.serving.limits import HttpLimits
 
         limits = HttpLimits.from_settings(
-            _settings(languages, enable_sparql), trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
+            settings, trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
             body_timeout_s=body_timeout, write_timeout_s=write_timeout, max_body_bytes=max_body, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
-    settings = _settings(languages, enable_sparql)
     if stateless is None:  # KG_MCP_STATELESS (an environment file's) concerns streamable HTTP only
         stateless = settings.stateless and transport == "http"
     redis_url = settings.redis if redis_url is None else redis_url
@@ -150,7 +171,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
             checks = {"store" if backend.kind == "oxigraph" else "endpoint": backend_check(backend)}
             if redis_url:
                 checks["redis"] = shared.ping
-            readiness = Readiness(checks)
+            readiness = Readiness(checks, _warnings(backend, access))
         run_server(server, transport, host=host, port=port, allowed_hosts=list(allowed_hosts),
                    allowed_origins=list(allowed_origins), rate_limit=limit or None, limits=limits,
                    stateless=stateless, readiness=readiness, shared=shared,
@@ -164,6 +185,20 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
         shared.close()
         if otlp_endpoint:
             tracing.shutdown()
+
+
+def _warnings(backend, access) -> dict:
+    """What /readyz tells without failing: graph sets granted without a name index."""
+    from kg_mcp.server import name_index_gaps_text
+
+    if not hasattr(backend, "name_index_gaps"):
+        return {}
+
+    def name_indexes():
+        gaps = backend.name_index_gaps()
+        return name_index_gaps_text(gaps, backend.path, access.source if access else "") if gaps else None
+
+    return {"name_indexes": name_indexes}
 
 
 @main.command()
@@ -184,7 +219,10 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 @click.option("--context", "contexts", multiple=True, metavar="URL=FILE",
               help="JSON-LD: read the remote @context URL (as the document writes it) from FILE, a local copy; "
                    "repeatable. Nothing is fetched from the network (schema.org's context ships with kg-mcp).")
-def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph, contexts):
+@click.option("--graph-access", type=click.Path(exists=True, dir_okay=False),
+              help="Also build the name index of every set of graphs this file's scopes can give a caller, so that "
+                   "`kg-mcp serve --graph-access FILE` finds each ready on a read-only store.")
+def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph, contexts, graph_access):
     """Bulk-load RDF, plain-text triples or Wikidata JSON into a store, atomically.
 
     A load adds to what the store holds. A failed or interrupted load leaves the previous store as it was.
@@ -198,6 +236,15 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph
         if not equals or not url or not file:
             raise click.BadParameter(f"{given!r}: write it URL=FILE (the context's URL, then the local copy)", param_hint="--context")
         copies[url] = Path(file)
+    grants = None
+    if graph_access:
+        from kg_mcp.backends.graph_access import grant_sets, read_graph_access
+
+        access = read_graph_access(graph_access)
+
+        def grants(held):
+            return grant_sets(access, held)
+
     try:
         report = load_sources(
             list(sources),
@@ -209,22 +256,11 @@ def load(sources, store, fmt, base_iri, skip_bad, hub_threshold, optimize, graph
             optimize=optimize,
             graph=graph,
             contexts=copies,
+            grant_sets=grants,
         )
     except LoadError as e:
         raise click.ClickException(f"load failed, the store is unchanged: {e}") from None
     click.echo(report.summary(), err=True)
-
-
-def _any_server_options(func):
-    """The KG options, or another MCP server: spawned (--server-cmd) or over HTTP (--url)."""
-    options = [
-        click.option("--server-cmd", metavar="'CMD'", help="Spawn this MCP server command and talk to it over stdio."),
-        click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. http://127.0.0.1:8000/mcp."),
-        click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url)."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return _store_options(func)
 
 
 @main.command()
@@ -238,23 +274,36 @@ def _any_server_options(func):
 @click.option("--from", "sources", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="With --store: read the names, their degrees and labels from the N-Triples files the store was "
                    "loaded from (repeatable), as kg-mcp load does: at scale much quicker than reading the store.")
+@click.option("--graph-access", type=click.Path(exists=True, dir_okay=False),
+              help="With --store: build the index of every set of graphs this file's scopes can give a caller "
+                   "(what `kg-mcp serve --graph-access FILE` looks names up in), before replicas open the store read-only.")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given).")
 @click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable).")
-def index(store, sparql_url, rebuild, degrees, sources, profile, languages):
+def index(store, sparql_url, rebuild, degrees, sources, graph_access, profile, languages):
     """(Re)build the name index that `find_entities` looks names up in, of a store or an endpoint.
 
     `kg-mcp load` builds a store's with the store, and a store without one gets it on first open;
-    this rebuilds it for other languages or a store loaded by an older kg-mcp. An endpoint without
-    text search gets its index at start when it has at most `endpoint_index_max_labels` labels;
-    this builds it for larger ones (and the server then uses it whatever the size).
+    this rebuilds it for other languages or a store loaded by an older kg-mcp. With --graph, it
+    builds the index of those named graphs read as one; with --graph-access FILE, of every set of
+    graphs the file can grant a caller (a server that opens the store read-only cannot build them).
+    An endpoint without text search gets its index at start when it has at most
+    `endpoint_index_max_labels` labels; this builds it for larger ones (and the server then uses it
+    whatever the size).
     """
     if bool(store) == bool(sparql_url):
         raise ConfigError("Give one of --store DIR or --sparql URL.")
     if sparql_url:
+        if graph_access:
+            raise ConfigError("--graph-access goes with --store: an endpoint's index holds every graph it serves.")
         _index_endpoint(sparql_url, rebuild, profile, languages)
         return
-    if chosen_graphs() or rebuild:
-        raise ConfigError("--graph and --rebuild go with --sparql; a store's index is always rebuilt.")
+    if rebuild:
+        raise ConfigError("--rebuild goes with --sparql; a store's index is always rebuilt.")
+    if (chosen_graphs() or graph_access) and (sources or degrees):
+        raise ConfigError("--from and --degrees build the default graph's index; give them without --graph and --graph-access.")
+    if chosen_graphs() or graph_access:
+        _index_graph_sets(store, graph_access, profile, languages)
+        return
     if sources and degrees:
         raise ConfigError("--from records the degrees already; --degrees reads them from the store instead.")
     settings = _settings(languages, False)
@@ -287,6 +336,32 @@ def index(store, sparql_url, rebuild, degrees, sources, profile, languages):
 
         seconds = add_store_degrees(index_path(store), opened, chosen, settings.degree_cap)
         click.echo(f"degrees recorded in {seconds:.1f} s", err=True)
+
+
+def _index_graph_sets(store: Path, graph_access: str | None, profile: str | None, languages) -> None:
+    """The name index of --graph's set, and of every graph set --graph-access can grant."""
+    import pyoxigraph as ox
+
+    from kg_mcp.backends.graph_access import grant_sets, read_graph_access
+    from kg_mcp.backends.oxigraph_store import named_data_graphs
+    from kg_mcp.names.store_index import build_store_index, store_profile
+
+    settings = _settings(languages, False)
+    try:
+        opened = ox.Store.read_only(str(store))
+    except OSError as e:
+        raise ConfigError(f"Cannot open the store at {store}: {e}") from e
+    held = named_data_graphs(opened)
+    missing = [g for g in chosen_graphs() if g not in held]
+    if missing:
+        raise ConfigError(f"The store at {store} has no graph {missing[0]} (its named graphs: {', '.join(held) or 'none'}).")
+    sets = [tuple(sorted(chosen_graphs()))] if chosen_graphs() else []
+    if graph_access:
+        sets += [s for s in grant_sets(read_graph_access(graph_access), held) if s not in sets]
+    chosen = store_profile(opened, profile)
+    for graphs in sets:
+        count = build_store_index(opened, store, profile=chosen, languages=settings.languages, graphs=graphs)
+        click.echo(f"name index of {', '.join(graphs)}: {count:,} names ({chosen.name} profile)", err=True)
 
 
 def _index_endpoint(url: str, rebuild: bool, profile: str | None, languages) -> None:
@@ -324,125 +399,6 @@ def _index_endpoint(url: str, rebuild: bool, profile: str | None, languages) -> 
     finally:
         backend.close()
     click.echo(f"name index of {url}: {report.summary()}; cached in {path}", err=True)
-
-
-@main.command()
-@_any_server_options
-@click.option("--json", "as_json", is_flag=True, help="Print the structured content instead of the text.")
-@click.argument("tool")
-@click.argument("arguments", default="{}")
-def call(store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url, auth_token_env, as_json, tool, arguments):
-    """Call TOOL with ARGUMENTS (a JSON object) on any MCP server and print the result.
-
-    \b
-    kg-mcp call find_entities '{"name": "Vincent van Gogh"}'
-    kg-mcp call --store S search '{"entity": "kg:Catch_Me_If_You_Can"}'
-    kg-mcp call --url http://127.0.0.1:8000/mcp --auth-token-env TOKEN get_relations '{"entity": "wd:Q42"}'
-    """
-    try:
-        args = json.loads(arguments)
-    except json.JSONDecodeError as e:
-        raise click.BadParameter(f"not JSON: {e}", param_hint="ARGUMENTS") from None
-    if not isinstance(args, dict):
-        raise click.BadParameter("must be a JSON object", param_hint="ARGUMENTS")
-    result = _talk(_call, (tool, args), store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
-                   auth_token_env)
-    if as_json:
-        click.echo(json.dumps(result.structured_content, indent=1, ensure_ascii=False))
-    else:
-        click.echo("\n".join(getattr(c, "text", str(c)) for c in result.content))
-    if result.is_error:
-        sys.exit(1)
-
-
-def _talk(conversation, args, store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
-          auth_token_env):
-    """Run `conversation(client, *args)` against a spawned server, a URL, or a KG served in-process."""
-    from kg_mcp.serving.auth import read_token
-
-    if server_cmd and url:
-        raise ConfigError("Give --server-cmd or --url, not both.")
-    token = read_token(env_var=auth_token_env)
-    refused: list[int] = []  # HTTP 401/403 answers seen with --url
-    if server_cmd or url:
-        target = _remote_target(server_cmd, url, token, refused)
-    else:
-        from kg_mcp.server import build_server
-
-        backend = _open(store, sparql_url, wikidata, profile, _settings(languages, enable_sparql))
-        target = build_server(backend, backend.settings)
-
-    async def session():
-        from mcp import Client
-
-        async with Client(target) as client:
-            return await conversation(client, *args)
-
-    try:
-        return asyncio.run(session())
-    except Exception as e:  # a server that cannot be started or reached, or refuses us (401...)
-        if not (server_cmd or url):
-            raise
-        if refused:  # the SDK reports HTTP errors only as "Server returned an error response"
-            raise click.ClickException(
-                f"the MCP server refused the request (HTTP {refused[-1]}): check the token given with --auth-token-env"
-            ) from None
-        cause = _root_cause(e)
-        raise click.ClickException(f"cannot talk to the MCP server: {type(cause).__name__}: {cause}") from None
-
-
-def _remote_target(server_cmd: str | None, url: str | None, token: str | None, refused: list[int]):
-    import os
-
-    from mcp import StdioServerParameters
-
-    if server_cmd:
-        command, *cmd_args = shlex.split(server_cmd)
-        return StdioServerParameters(command=command, args=cmd_args, env=dict(os.environ))
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    async def note_refusal(response) -> None:
-        if response.status_code in (401, 403):
-            refused.append(response.status_code)
-
-    client = httpx2.AsyncClient(headers=headers, timeout=60, event_hooks={"response": [note_refusal]})
-    return streamable_http_client(url, http_client=client)
-
-
-def _root_cause(error: BaseException) -> BaseException:
-    """The first error inside the exception groups that anyio wraps transport failures in."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
-async def _call(client, tool: str, args: dict):
-    return await client.call_tool(tool, args)
-
-
-@main.command()
-@_any_server_options
-@click.option("--json", "as_json", is_flag=True, help="Print the server's lists as JSON.")
-def tools(store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url, auth_token_env, as_json):
-    """List any MCP server's tools with their arguments, its resources and its prompts.
-
-    \b
-    kg-mcp tools --store S
-    kg-mcp tools --server-cmd 'npx -y @modelcontextprotocol/server-everything'
-    """
-    from kg_mcp.cli.listing import describe, read_lists
-
-    lists = _talk(read_lists, (), store, sparql_url, wikidata, profile, languages, enable_sparql, server_cmd, url,
-                  auth_token_env)
-    if as_json:
-        click.echo(json.dumps({kind: [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
-                               for kind, items in lists.items()}, indent=1, ensure_ascii=False))
-    else:
-        click.echo(describe(lists))
-
 
 
 @main.command()

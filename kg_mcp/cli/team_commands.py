@@ -1,4 +1,4 @@
-"""Commands for a server a team shares: `token` makes a named token, `audit` summarises the audit log."""
+"""Commands for a server a team shares: `token` makes a named token, `audit` summarises audit logs."""
 
 from __future__ import annotations
 
@@ -27,12 +27,26 @@ def token(name, scopes):
 
 
 @main.command()
-@click.argument("log_file", type=click.Path(dir_okay=False))
+@click.argument("logs", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON rows.")
-def audit(log_file, as_json):
-    """Summarise an audit log (`serve --audit-log FILE`, with its rotated files): calls, errors,
-    refusals, rows and time per subject and tool."""
-    from kg_mcp.serving.audit import audit_lines, summarise, summary_text
+@click.option("--lines", "as_lines", is_flag=True, help="Print the lines themselves, merged by time, instead of a summary.")
+def audit(logs, as_json, as_lines):
+    """Summarise audit logs (`serve --audit-log FILE`): calls, errors, refusals, rows and time per
+    subject and tool, over every log given, merged by time.
 
-    table = summarise(audit_lines(log_file))
+    LOGS are files (each read with its rotated FILE.1, FILE.2, ...), folders of logs, glob patterns
+    (quoted, e.g. '/var/log/kg-mcp/audit-*.jsonl'), or - for lines on stdin:
+
+    \b
+    kg-mcp audit /var/log/kg-mcp/
+    journalctl -t kg-mcp-audit -o cat | kg-mcp audit -
+    """
+    from kg_mcp.serving.audit_trail import audit_trail, summarise, summary_text
+
+    trail = audit_trail(logs)
+    if as_lines:
+        for entry in trail:
+            click.echo(json.dumps(entry, ensure_ascii=False))
+        return
+    table = summarise(trail)
     click.echo(json.dumps(table, indent=1) if as_json else summary_text(table))

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from kg_mcp.names import index_path
 from kg_mcp.names.scan import SCANNED_FILE, NameScan
 from kg_mcp.names.store_index import build_store_index, graph_set_indexes, store_profile, store_stamp
 from kg_mcp.names.warm import warm
-from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, RELATION_PATH
+from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, OWN_GRAPHS, RELATION_PATH
 from kg_mcp.settings import Settings, graph_iri_problem
 from kg_mcp.store_meta import read_meta, write_meta
 
@@ -52,6 +52,7 @@ def load_sources(
     name_index: bool = True,
     graph: str | None = None,
     contexts: Mapping[str, str | Path] | None = None,
+    grant_sets: Callable[[list[str]], Iterable[Sequence[str]]] | None = None,
 ) -> LoadReport:
     """Load ``sources`` into the Oxigraph store at ``store_dir`` (created if missing): into its
     default graph, or into the named ``graph`` (its IRI).
@@ -63,8 +64,10 @@ def load_sources(
     ``optimize`` compacts the store, after the triples and at the end (see `_compact`). The store's
     name index (labels and aliases in ``languages``, default the settings') is rebuilt with it,
     unless not ``name_index`` (then the store gets one when first opened), and so is the index of
-    ``graph`` and of every graph set the store had one of (kg_mcp.names.store_index). Hub
-    statistics describe the default graph: a load into a named graph records none.
+    ``graph`` and of every graph set the store had one of (kg_mcp.names.store_index), and of
+    every set ``grant_sets`` gives for the store's named graphs after the load (the graph sets a
+    --graph-access file can give a caller). Hub statistics describe the default graph: a load into
+    a named graph records none.
 
     Each source file's blank nodes are its own (kg_mcp.loading.blank_labels). A JSON-LD source's
     remote contexts are read from the local copies in ``contexts`` ({URL as written: file}) or
@@ -112,8 +115,10 @@ def load_sources(
                     report.names, report.index_seconds, report.names_read_from = _name_index(
                         store, staging, scan, languages, progress
                     )
-                    report.index_seconds += _graph_set_indexes(store, staging, sorted(graph_sets), languages, progress)
-                    report.graph_indexes = len(graph_sets)
+                    if grant_sets is not None:
+                        graph_sets |= {tuple(sorted(s)) for s in grant_sets(_named_graphs(store))}
+                    seconds, report.graph_indexes = _graph_set_indexes(store, staging, sorted(graph_sets), languages, progress)
+                    report.index_seconds += seconds
                     # Its first pages were written early in a long load, and the store's files have
                     # pushed them out of the page cache since: read it in last, for the server that
                     # is started next (kg_mcp.names.warm; seconds at 100M triples).
@@ -158,14 +163,23 @@ def _name_index(store: ox.Store, staging: Path, scan: NameScan | None, languages
     return names, time.perf_counter() - started, "store"
 
 
-def _graph_set_indexes(store: ox.Store, staging: Path, graph_sets: list[tuple[str, ...]], languages, progress) -> float:
+def _graph_set_indexes(
+    store: ox.Store, staging: Path, graph_sets: list[tuple[str, ...]], languages, progress
+) -> tuple[float, list[tuple[tuple[str, ...], int]]]:
     """(Re)build the name index of each graph set (a load changes the store they were built from);
-    returns the seconds spent."""
+    returns the seconds spent and each set with its names."""
     started = time.perf_counter()
     profile = store_profile(store)
+    built = []
     for graphs in graph_sets:
-        build_store_index(store, staging, profile=profile, languages=languages, progress=progress, graphs=graphs)
-    return time.perf_counter() - started
+        names = build_store_index(store, staging, profile=profile, languages=languages, progress=progress, graphs=graphs)
+        built.append((graphs, names))
+    return time.perf_counter() - started, built
+
+
+def _named_graphs(store: ox.Store) -> list[str]:
+    """The store's named graphs of data (kg-mcp's own bookkeeping graphs aside)."""
+    return sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode) and g.value not in OWN_GRAPHS)
 
 
 def _load_into(

@@ -33,7 +33,7 @@ class LoadReport:
     index_seconds: float = 0.0
     names_read_from: str = ""  # "text" (picked out of the N-Triples as they were read), "store", or not built
     graph: str | None = None  # the named graph loaded into (None: the default graph)
-    graph_indexes: int = 0  # name indexes of graph sets (re)built with the load
+    graph_indexes: list[tuple[tuple[str, ...], int]] = field(default_factory=list)  # graph sets indexed, with their names
 
     @property
     def triples(self) -> int:
@@ -52,9 +52,13 @@ class LoadReport:
         if self.hubs:
             lines.append(f"predicate statistics kept for {self.hubs:,} hub direction(s)")
         if self.names_read_from:
-            lines.append(f"name index: {self.names:,} names from the {self.names_read_from} ({self.index_seconds:.1f}s)")
-            if self.graph_indexes:
-                lines.append(f"name indexes of {self.graph_indexes} graph set(s) built too")
+            took = f" ({self.index_seconds:.1f}s for the name indexes)"
+            if self.names or not self.graph_indexes:
+                lines.append(f"name index: {self.names:,} names from the {self.names_read_from}{took}")
+            else:  # the data is in named graphs: each graph set's index holds its names
+                lines.append(f"name index of the default graph: empty, no labels there{took}")
+            for graphs, names in self.graph_indexes:
+                lines.append(f"name index of {', '.join(f'<{g}>' for g in graphs)}: {names:,} names")
         else:
             lines.append("name index: not built (the store gets one when first opened)")
         if self.bad_lines:

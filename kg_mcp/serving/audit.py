@@ -1,4 +1,5 @@
-"""The audit log (`--audit-log FILE`): one JSON line per call, and `kg-mcp audit FILE`'s summary.
+"""The audit log (`--audit-log FILE`): one JSON line per call (`kg-mcp audit` reads them back:
+kg_mcp.serving.audit_trail).
 
 A line says when, who (the subject, the client id, the per-caller key), what (a tool, resource or
 prompt and the graphs it could read), how much (the arguments' size and their SHA-256, never the
@@ -12,6 +13,12 @@ request turned away before it reached the server), rows returned and millisecond
 `graphs` is null where the caller reads everything the server serves. The file is bounded: past
 `max_bytes` it is renamed FILE.1 (FILE.1 to FILE.2, ...) and a new one started, `backups` kept
 (the standard library's RotatingFileHandler does the turning).
+
+Instead of a file, the lines can go where a platform's log shipper reads them (`open_audit`):
+`stderr`, `stdout` (HTTP transports only: over stdio it carries the protocol) or `journald`, the
+systemd journal, by its native protocol: each line is the entry's MESSAGE, with
+SYSLOG_IDENTIFIER=kg-mcp-audit and the subject, name and outcome as fields of their own
+(`journalctl -t kg-mcp-audit -o cat` prints the lines back, for `kg-mcp audit -`).
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ import hashlib
 import json
 import logging
 import logging.handlers
-import statistics
+import socket
+import struct
+import sys
 import time
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,21 +44,39 @@ BACKUPS = 5
 ROW_LISTS = ("rows", "entities", "relations", "triples", "claims")
 
 
-class AuditLog:
-    """Appends audit lines to `path`, rotating it past `max_bytes`; safe from several threads."""
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
 
-    def __init__(self, path: str | Path, *, max_bytes: int = MAX_BYTES, backups: int = BACKUPS):
-        self.path = Path(path)
-        try:
-            handler = logging.handlers.RotatingFileHandler(
-                self.path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
-            )
-        except OSError as e:
-            raise ConfigError(f"Cannot open the audit log {self.path}: {e.strerror}") from None
+
+def open_audit(target: str, *, transport: str = "http") -> AuditLog:
+    """The audit log `--audit-log TARGET` names: a file, or stdout, stderr or journald."""
+    if target == "stdout" and transport == "stdio":
+        raise ConfigError("--audit-log stdout needs --transport http or sse: over stdio, stdout carries the protocol. "
+                          "Give stderr, journald or a file.")
+    if target == "journald":
+        return AuditLog(handler=JournalHandler(JOURNAL_SOCKET), name="journald")
+    if target in ("stdout", "stderr"):
+        return AuditLog(handler=logging.StreamHandler(getattr(sys, target)), name=target)
+    return AuditLog(target)
+
+
+class AuditLog:
+    """Appends audit lines to `path`, rotating it past `max_bytes`, or hands them to `handler`
+    (a stream, the journal); safe from several threads."""
+
+    def __init__(self, path: str | Path | None = None, *, max_bytes: int = MAX_BYTES, backups: int = BACKUPS,
+                 handler: logging.Handler | None = None, name: str | None = None):
+        self.path = Path(path) if path is not None else None
+        if handler is None:
+            try:
+                handler = logging.handlers.RotatingFileHandler(
+                    self.path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+                )
+            except OSError as e:
+                raise ConfigError(f"Cannot open the audit log {self.path}: {e.strerror}") from None
         handler.setFormatter(logging.Formatter("%(message)s"))
         self._handler = handler
-        # A logger of its own, outside the "kg_mcp" tree, so no line of it ever reaches stderr.
-        self._logger = logging.Logger(f"kg-mcp-audit:{self.path}")
+        # A logger of its own, outside the "kg_mcp" tree, so no line of it ever reaches the server's log.
+        self._logger = logging.Logger(f"kg-mcp-audit:{name or self.path}")
         self._logger.addHandler(handler)
         self._logger.propagate = False
 
@@ -92,10 +118,48 @@ class AuditLog:
 
     def _write(self, fields: dict) -> None:
         stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        self._logger.info(json.dumps({"time": stamp, **fields}, ensure_ascii=False))
+        self._logger.info(json.dumps({"time": stamp, **fields}, ensure_ascii=False), extra={"audit": fields})
 
     def close(self) -> None:
         self._handler.close()
+
+
+class JournalHandler(logging.Handler):
+    """Sends each record to the systemd journal over its socket (the journal's native protocol:
+    one datagram of FIELD=value lines, a value holding a newline written as FIELD, its length as
+    8 bytes little-endian, then the value)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            self._socket.connect(path)
+        except OSError as e:
+            self._socket.close()
+            raise ConfigError(f"--audit-log journald: no systemd journal at {path} ({e.strerror}); "
+                              "give a file, stdout or stderr instead.") from None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "audit", {})
+        entry = {"MESSAGE": self.format(record), "PRIORITY": "6", "SYSLOG_IDENTIFIER": "kg-mcp-audit",
+                 "KG_MCP_SUBJECT": fields.get("subject"), "KG_MCP_NAME": fields.get("name"),
+                 "KG_MCP_OUTCOME": fields.get("outcome")}
+        try:
+            self._socket.send(b"".join(_journal_field(k, str(v)) for k, v in entry.items() if v is not None))
+        except OSError:
+            self.handleError(record)
+
+    def close(self) -> None:
+        self._socket.close()
+        super().close()
+
+
+def _journal_field(name: str, value: str) -> bytes:
+    data = value.encode()
+    if b"\n" in data:
+        return name.encode() + b"\n" + struct.pack("<Q", len(data)) + data + b"\n"
+    return name.encode() + b"=" + data + b"\n"
 
 
 def rows_of(structured: dict | None) -> int | None:
@@ -123,70 +187,3 @@ class Timer:
         return (time.perf_counter() - self.start) * 1000
 
 
-# --- kg-mcp audit FILE ---------------------------------------------------------------------------
-
-
-def audit_lines(path: str | Path) -> Iterator[dict]:
-    """Every line of the log at `path` and of its rotated files, oldest first; lines that are not
-    JSON objects (a line cut short by a crash) are skipped."""
-    path = Path(path)
-    rotated = sorted(
-        (p for p in path.parent.glob(path.name + ".*") if p.suffix[1:].isdigit()),
-        key=lambda p: int(p.suffix[1:]),
-        reverse=True,
-    )
-    if not path.exists() and not rotated:
-        raise ConfigError(f"No audit log at {path}.")
-    for file in [*rotated, path] if path.exists() else rotated:
-        with open(file, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    yield entry
-
-
-def summarise(lines: Iterable[dict]) -> list[dict]:
-    """Calls, errors and time per (subject, name), the busiest first. Requests turned away at the
-    HTTP layer count under the name "(401)" / "(403)"; callers without a subject go by their key."""
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for entry in lines:
-        who = entry.get("subject") or entry.get("caller") or "?"
-        what = entry.get("name") or f"({entry.get('outcome')})"
-        groups[(who, what)].append(entry)
-    table = []
-    for (who, what), entries in groups.items():
-        times = [e["ms"] for e in entries if isinstance(e.get("ms"), (int, float))]
-        outcomes = [e.get("outcome") for e in entries]
-        table.append(
-            {
-                "subject": who,
-                "name": what,
-                "calls": len(entries),
-                "errors": sum(o == "tool_error" for o in outcomes),
-                "refused": sum(o in ("refused", "401", "403") for o in outcomes),
-                "rows": sum(e.get("rows") or 0 for e in entries),
-                "ms_total": round(sum(times), 1),
-                "ms_median": round(statistics.median(times), 1) if times else None,
-                "ms_max": round(max(times), 1) if times else None,
-                "first": entries[0].get("time"),
-                "last": entries[-1].get("time"),
-            }
-        )
-    table.sort(key=lambda row: (-row["calls"], row["subject"], row["name"]))
-    return table
-
-
-def summary_text(table: list[dict]) -> str:
-    """The summary as an aligned plain-text table."""
-    if not table:
-        return "No calls in the audit log."
-    head = ["subject", "name", "calls", "errors", "refused", "rows", "ms total", "ms median", "ms max"]
-    keys = ["subject", "name", "calls", "errors", "refused", "rows", "ms_total", "ms_median", "ms_max"]
-    cells = [head] + [["" if row[k] is None else str(row[k]) for k in keys] for row in table]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
-    span = f"{table and min(r['first'] or '' for r in table)} to {max(r['last'] or '' for r in table)}"
-    return "\n".join(lines) + f"\n{sum(r['calls'] for r in table)} calls, {span}"

@@ -119,8 +119,8 @@ def server_auth(
         check_issuer_url(issuer)
         if not public_url:
             raise ConfigError(
-                "--oauth-issuer needs --public-url: the URL clients reach the MCP endpoint at, e.g. "
-                "https://kg.example.org/mcp (every access token must be issued for it)."
+                "--oauth-issuer (KG_MCP_OAUTH_ISSUER) needs --public-url (KG_MCP_PUBLIC_URL): the URL clients reach "
+                "the MCP endpoint at, e.g. https://kg.example.org/mcp (every access token must be issued for it)."
             )
         oauth = OAuthVerifier(issuer, public_url, client_id=client_id, client_secret=client_secret, leeway_s=leeway_s)
         oauth.check_at_start()  # an issuer signing with a published key stops the server here
@@ -146,3 +146,14 @@ def endpoint_url(public_url: str | None, path: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise ConfigError(f"--public-url {public_url!r} must be an http(s) URL without a query or fragment.")
     return public_url if parts.path not in ("", "/") else public_url.rstrip("/") + path
+
+
+def public_host(url: str) -> str:
+    """The Host header (name and port) a request for the public `url` carries through the proxy.
+
+    >>> public_host("https://kg.example.org/mcp"), public_host("http://[::1]:8080/mcp")
+    ('kg.example.org:443', '[::1]:8080')
+    """
+    parts = urlsplit(url)
+    name = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    return f"{name}:{parts.port or (443 if parts.scheme == 'https' else 80)}"

@@ -3,7 +3,8 @@
 - /healthz: the process is alive and its event loop answers (200, always, while it can answer).
 - /readyz: it can serve calls: the store is open or the endpoint answers, and the shared store
   (Redis) answers when one is configured; 503 with what failed otherwise. A load balancer or an
-  orchestrator takes a replica out while it is not ready.
+  orchestrator takes a replica out while it is not ready. What serves, but worse than it should
+  (a set of graphs granted without its name index), is told under "warnings" without failing.
 - /metrics: Prometheus text format (kg_mcp.observability.metrics). The series by signed-in caller
   name people: they are left out unless the operator asks for them (KG_MCP_METRICS_CALLERS), or
   the scraper brings /metrics' own token (KG_MCP_METRICS_TOKEN: then /metrics answers nothing
@@ -39,6 +40,8 @@ class Readiness:
     """Named checks, each a blocking callable that raises when the part it checks is not usable."""
 
     checks: dict[str, Callable[[], object]]
+    # Named notes, each a quick callable that says what is amiss (None: nothing); they fail nothing.
+    warnings: dict[str, Callable[[], str | None]] = field(default_factory=dict)
     _last: tuple[float, dict[str, str]] | None = field(default=None, repr=False)
     _running: bool = field(default=False, repr=False)
 
@@ -110,7 +113,11 @@ class OpsRoutes:
             if path == "/readyz":
                 checks = await self.readiness.report()
                 ready = all(v == "ok" for v in checks.values())
-                body = json.dumps({"ready": ready, "checks": checks}, indent=1).encode() + b"\n"
+                answer = {"ready": ready, "checks": checks}
+                warnings = {name: note for name, say in self.readiness.warnings.items() if (note := say())}
+                if warnings:
+                    answer["warnings"] = warnings
+                body = json.dumps(answer, indent=1).encode() + b"\n"
                 return await _respond(send, 200 if ready else 503, body, b"application/json")
             if path == "/metrics":
                 callers = self.metrics.shown(scope)

@@ -12,12 +12,14 @@ import resource
 import sys
 from multiprocessing.connection import Connection
 
+from kg_mcp.backends import lifeline
 from kg_mcp.backends._query_worker import leave_network
 from kg_mcp.errors import KGError
 
 
 def _serve(conn: Connection, memory_mb: int) -> None:
     isolation_problem = leave_network()
+    lifeline.watch(conn.fileno())  # a server that ends, however, takes its checkers with it
     if memory_mb:
         limit = memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -25,7 +27,10 @@ def _serve(conn: Connection, memory_mb: int) -> None:
 
     from kg_mcp.sparql.checked import checked_query
 
-    conn.send(("ready", isolation_problem))
+    try:
+        conn.send(("ready", isolation_problem))
+    except OSError:  # the server went away while this started
+        return
     while True:
         try:
             query, policy = conn.recv()

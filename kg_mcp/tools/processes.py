@@ -7,6 +7,7 @@ the traversal tree in its JSON form, kg_mcp.state.trees, both ways). The call's 
 with it: the worker's loops stop at the same moment as they would in the server; so does its
 trace, when traces are on (the worker's spans hang under the call's). A worker that
 dies (killed, out of memory) takes only its call with it: the pool is made again for the next.
+A server that ends, even by SIGKILL, takes its workers with it (kg_mcp.backends.lifeline).
 The caller's graph set (kg_mcp.backends.graph_access) goes with the call, and the worker reads
 through it.
 
@@ -24,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from kg_mcp.calls import deadline
-from kg_mcp.backends import graph_access
+from kg_mcp.backends import graph_access, lifeline
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics, tracing
 from kg_mcp.settings import Settings
@@ -49,6 +50,7 @@ def _tools() -> dict:
 
 def _start(path: str, profile: str, settings_json: str, traces_to: str | None) -> None:
     global _backend, _ranker
+    lifeline.forked_worker()  # ends with the server, however it ends
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     if traces_to:
         tracing.configure(traces_to, "kg-mcp-worker")
