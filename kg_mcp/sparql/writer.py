@@ -17,12 +17,19 @@ A node it does not know, a SERVICE, FROM or function call outside the policy, is
 tool error that says what to write instead. The dataset is written in too: with graphs to keep to,
 the query gets FROM and FROM NAMED for each, a `GRAPH <iri>` outside them is refused and a
 `GRAPH ?g` is joined with VALUES of them. So what runs is what was checked, on every engine.
+
+On the way the writer notes what kg-mcp needs besides the text (`Written`): the IRIs of the triple
+patterns by position (predicate, class, node), for the check against the KG's own terms, and the
+top-level solution modifiers apart from the rest, so that a page of the answer is the same text
+with its ORDER BY, LIMIT and OFFSET written by kg-mcp (kg_mcp.sparql.checked.CheckedQuery.page).
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from pyparsing import ParseResults
 from rdflib.plugins.sparql.parserutils import CompValue
@@ -51,6 +58,11 @@ _BOOLEAN = XSD + "boolean"
 # Engines' virtual services and Virtuoso's procedures are named by these prefixes without a PREFIX:
 # read as Virtuoso reads them, so that the policy sees them (other undeclared prefixes are an error).
 _ENGINE_PREFIXES = ("bif", "sql")
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+# Where an IRI stands in a triple pattern, for the check against the KG: a relation, the class of
+# `?x a C` (rdf:type), or a node (subject or object).
+PREDICATE, CLASS, NODE = "predicate", "class", "node"
 
 _CHAINS = {"ConditionalOrExpression": "||", "ConditionalAndExpression": "&&"}
 _UNARY = {"UnaryNot": "!", "UnaryPlus": "+", "UnaryMinus": "-"}
@@ -105,31 +117,76 @@ def _refuse(node) -> QueryRefused:
     return QueryRefused(message, hint)
 
 
+@dataclass(frozen=True)
+class Written:
+    """A query as kg-mcp writes it: `text`, and the same text in parts, for pages.
+
+    `text` is `head`, then ORDER BY `order` (when it has one), then its LIMIT and OFFSET, then
+    `tail` (a VALUES block after the query). `keys`: the variables a page orders by after `order`,
+    so that every row has one place (the projected ones, or the query's variables for SELECT *).
+    `terms`: (position, IRI, certain) of every IRI of a triple pattern, in order, once each; certain
+    where every answer row matched it (so an answer with rows shows the KG has it there)."""
+
+    text: str
+    form: str  # 'SelectQuery' or 'AskQuery'
+    head: str = ""
+    order: str = ""
+    limit: int | None = None
+    offset: int | None = None
+    tail: str = ""
+    keys: tuple[str, ...] = ()
+    terms: tuple[tuple[str, str, bool], ...] = ()
+
+
 class Writer:
     """Writes one parsed query (`write`); checks every IRI, service, function and graph on the way."""
 
     def __init__(self, policy: QueryPolicy):
         self.policy = policy
         self.base: str | None = None
-        self.prefixes: dict[str, str] = {}
+        self.prefixes: dict[str, str] = dict(policy.prefixes)  # the query's own PREFIX lines win
         self.out: list[str] = []
+        # What the check against the KG and the pages need (Written), gathered on the way.
+        self._terms: dict[tuple[str, str], bool] = {}
+        self._certain = True  # in a part every answer row matched (not OPTIONAL, UNION, MINUS, EXISTS...)
+        self._in_service = False
+        self._scope: dict[str, None] = {}  # variables in scope in the group being written
+        self._depth = 0  # sub-selects around what is being written
+        self._aggregated_at: set[int] = set()  # depths of sub-selects where an aggregate was written
+        self._marks: dict[str, int] = {}
+        self._limits: dict[str, int] = {}
 
     # --- the query ------------------------------------------------------------------------------
-    def write(self, parsed) -> tuple[str, str]:
-        """(text, form) of the parse `parsed` ([prologue, query])."""
+    def write(self, parsed) -> Written:
+        """The written form of the parse `parsed` ([prologue, query])."""
         prologue, query = parsed[0], parsed[1]
         for declaration in prologue:
             self._declare(declaration)
         name = getattr(query, "name", None)
+        keys: list[str] = []
         if name == "SelectQuery":
-            self._select(query, top=True)
+            keys = self._select(query, top=True)
         elif name == "AskQuery":
             self._emit("ASK")
             self._dataset(query)
-            self._where(query)
+            self._where(query, top=True)
         else:
             raise _refuse(query)
-        return " ".join(self.out), name
+        if 0 in self._aggregated_at and not field(query, "groupby"):
+            # One row (COUNT 0) even when nothing matched: rows prove no pattern's IRIs.
+            self._terms = dict.fromkeys(self._terms, False)
+        order, limit, values = self._marks["order"], self._marks["limit"], self._marks["values"]
+        return Written(
+            text=" ".join(self.out),
+            form=name,
+            head=" ".join(self.out[:order]),
+            order=" ".join(self.out[order + 2 : limit]),  # past ORDER BY
+            limit=self._limits.get("limit"),
+            offset=self._limits.get("offset"),
+            tail=" ".join(self.out[values:]),
+            keys=tuple(keys),
+            terms=tuple((position, iri, certain) for (position, iri), certain in self._terms.items()),
+        )
 
     def _declare(self, declaration: CompValue) -> None:
         if declaration.name == "Base":
@@ -139,25 +196,30 @@ class Writer:
         else:
             raise _refuse(declaration)
 
-    def _select(self, query: CompValue, *, top: bool) -> None:
+    def _select(self, query: CompValue, *, top: bool) -> list[str]:
+        """Writes a SELECT; returns the variables of its rows (for SELECT *, those in scope)."""
         self._emit("SELECT")
         if modifier := field(query, "modifier"):
             self._emit(str(modifier).upper())
         projection = field(query, "projection")
         if not projection:
             self._emit("*")
+        projected = []
         for item in projection or ():
             if item.name != "vars":
                 raise _refuse(item)
             if "var" in item:
-                self._emit(self._variable(item["var"]))
+                projected.append(self._variable(item["var"]))
+                self._emit(projected[-1])
             else:
                 self._emit("(")
                 self._expression(item["expr"])
-                self._emit("AS", self._variable(item["evar"]), ")")
+                projected.append(self._variable(item["evar"]))
+                self._emit("AS", projected[-1], ")")
         if top:
             self._dataset(query)
-        self._where(query)
+        self._where(query, top=top)
+        return projected or list(self._scope)
 
     def _dataset(self, query: CompValue) -> None:
         if field(query, "datasetClause"):
@@ -167,7 +229,7 @@ class Writer:
         for graph in self.policy.graphs:
             self._emit("FROM", "NAMED", self._checked_iri(graph))
 
-    def _where(self, query: CompValue) -> None:
+    def _where(self, query: CompValue, *, top: bool = False) -> None:
         self._emit("WHERE")
         self._group(query["where"])
         if group := field(query, "groupby"):
@@ -178,14 +240,22 @@ class Writer:
             self._emit("HAVING")
             for condition in having["condition"]:
                 self._bracketed(condition)
+        if top:
+            self._marks["order"] = len(self.out)
         if order := field(query, "orderby"):
             self._emit("ORDER", "BY")
             for condition in order["condition"]:
                 self._order_condition(condition)
+        if top:
+            self._marks["limit"] = len(self.out)
         if limits := field(query, "limitoffset"):
             for word in ("limit", "offset"):
                 if (value := field(limits, word)) is not None:
                     self._emit(word.upper(), str(int(value)))
+                    if top:
+                        self._limits[word] = int(value)
+        if top:
+            self._marks["values"] = len(self.out)
         if values := field(query, "valuesClause"):
             self._values(values)
 
@@ -218,7 +288,16 @@ class Writer:
         """`{ ... }`: a sub-select or the parts of a group."""
         self._emit("{")
         if group.name == "SubSelect":
-            self._select(group, top=False)
+            # Its own scope: only its rows' variables reach the group around it. Its patterns are not
+            # proven by rows (an aggregate gives a row of 0; LIMIT, OPTIONAL around it).
+            outer, certain, self._scope, self._certain = self._scope, self._certain, {}, False
+            self._depth += 1
+            try:
+                projected = self._select(group, top=False)
+            finally:
+                self._depth -= 1
+                self._scope, self._certain = outer, certain
+            self._scope.update(dict.fromkeys(projected))
         elif group.name == "GroupGraphPatternSub":
             for part in field(group, "part") or ():
                 self._part(part)
@@ -232,13 +311,20 @@ class Writer:
             for triples in part["triples"]:
                 self._triples(triples)
         elif name == "GroupOrUnionGraphPattern":
-            for i, group in enumerate(part["graph"]):
-                if i:
-                    self._emit("UNION")
-                self._group(group)
-        elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
-            self._emit("OPTIONAL" if name == "OptionalGraphPattern" else "MINUS")
-            self._group(part["graph"])
+            branches = part["graph"]
+            with self._uncertain(len(branches) > 1):
+                for i, group in enumerate(branches):
+                    if i:
+                        self._emit("UNION")
+                    self._group(group)
+        elif name == "OptionalGraphPattern":
+            self._emit("OPTIONAL")
+            with self._uncertain():
+                self._group(part["graph"])
+        elif name == "MinusGraphPattern":
+            self._emit("MINUS")
+            with self._uncertain(scoped=False):
+                self._group(part["graph"])
         elif name == "GraphGraphPattern":
             self._graph(part)
         elif name == "ServiceGraphPattern":
@@ -249,7 +335,7 @@ class Writer:
         elif name == "Bind":
             self._emit("BIND", "(")
             self._expression(part["expr"])
-            self._emit("AS", self._variable(part["var"]), ")")
+            self._emit("AS", self._in_scope(part["var"]), ")")
         elif name == "InlineData":
             self._values(part)
         else:
@@ -259,13 +345,13 @@ class Writer:
         term = part["term"]
         if isinstance(term, Variable) and self.policy.graphs:
             # GRAPH ?g reads only the graphs of the dataset, whatever the engine does with FROM NAMED.
-            self._emit("{", "VALUES", self._variable(term), "{", *map(self._checked_iri, self.policy.graphs), "}")
+            self._emit("{", "VALUES", self._in_scope(term), "{", *map(self._checked_iri, self.policy.graphs), "}")
             self._emit("GRAPH", self._variable(term))
             self._group(part["graph"])
             self._emit("}")
             return
         if isinstance(term, Variable):
-            self._emit("GRAPH", self._variable(term))
+            self._emit("GRAPH", self._in_scope(term))
         else:
             iri = self._iri_of(term)
             self.policy.check_graph(iri)
@@ -280,7 +366,13 @@ class Writer:
         if field(part, "silent"):
             self._emit("SILENT")
         self._emit(self._checked_iri(iri))
-        self._group(part["graph"])
+        # Its patterns are the other service's (Wikidata's label service), not this KG's.
+        outer, self._in_service = self._in_service, True
+        try:
+            with self._uncertain():
+                self._group(part["graph"])
+        finally:
+            self._in_service = outer
 
     def _triples(self, terms) -> None:
         """One subject's triples, as rdflib flattens them (s p o s p o ...)."""
@@ -290,12 +382,14 @@ class Writer:
         for at in range(0, len(terms), 3):
             subject, verb, obj = terms[at : at + 3]
             self._emit(self._term(subject))
-            self._verb(verb)
+            predicate = self._verb(verb)
             self._emit(self._term(obj), ".")
+            self._note_node(subject, NODE)
+            self._note_node(obj, CLASS if predicate == RDF_TYPE else NODE)
 
     def _values(self, block: CompValue) -> None:
         """VALUES, always in its full form: `VALUES ( ?a ?b ) { ( 1 UNDEF ) }`."""
-        variables = [self._variable(v) for v in field(block, "var") or ()]
+        variables = [self._in_scope(v) for v in field(block, "var") or ()]
         rows = field(block, "value") or []
         if any(not isinstance(row, (list, ParseResults)) for row in rows):
             if len(variables) != 1:
@@ -313,15 +407,19 @@ class Writer:
         self._emit("}")
 
     # --- paths ----------------------------------------------------------------------------------
-    def _verb(self, verb) -> None:
+    def _verb(self, verb) -> str | None:
+        """Writes a triple's verb; returns its IRI when it is a plain predicate."""
         if isinstance(verb, Variable):
-            self._emit(self._variable(verb))
-            return
+            self._emit(self._in_scope(verb))
+            return None
         single = self._single_iri(verb)
         if single is not None:  # a plain predicate, the one place bif:contains may stand
-            self._emit(self._checked_iri(self._iri_of(single), predicate=True))
-        else:
-            self._emit(self._path(verb))
+            iri = self._iri_of(single)
+            self._emit(self._checked_iri(iri, predicate=True))
+            self._note(PREDICATE, iri)
+            return iri
+        self._emit(self._path(verb))
+        return None
 
     def _single_iri(self, path):
         """The IRI a path is made of when it is just one IRI with no operator, else None."""
@@ -334,27 +432,33 @@ class Writer:
             path = path["part"]
         return path if self._is_iri(path) else None
 
-    def _path(self, path) -> str:
+    def _path(self, path, *, noted: bool = True) -> str:
+        """A property path; its IRIs are noted as predicates (`noted`), but for a negated set's."""
         if self._is_iri(path):
-            return self._checked_iri(self._iri_of(path))
+            iri = self._iri_of(path)
+            if noted:
+                self._note(PREDICATE, iri)
+            return self._checked_iri(iri)
         name = getattr(path, "name", None)
         if name in ("PathAlternative", "PathSequence"):
-            parts = [self._path(p) for p in path["part"]]
+            with self._uncertain(name == "PathAlternative" and len(path["part"]) > 1, scoped=False):
+                parts = [self._path(p, noted=noted) for p in path["part"]]
             joined = f" {'|' if name == 'PathAlternative' else '/'} ".join(parts)
             return joined if len(parts) == 1 else f"( {joined} )"
         if name == "PathElt":
-            inner = self._path(path["part"])
             mod = field(path, "mod")
+            with self._uncertain(str(mod) in ("?", "*"), scoped=False):  # matched by no step at all
+                inner = self._path(path["part"], noted=noted)
             if mod is None:
                 return inner
             if str(mod) not in ("?", "*", "+"):
                 raise _refuse(path)
             return f"( {inner} ){mod}"
         if name == "PathEltOrInverse":
-            return f"^ {self._path(path['part'])}"
+            return f"^ {self._path(path['part'], noted=noted)}"
         if name == "PathNegatedPropertySet":
             parts = field(path, "part") or []
-            return "! ( " + " | ".join(self._path(p) for p in parts) + " )"
+            return "! ( " + " | ".join(self._path(p, noted=False) for p in parts) + " )"
         raise _refuse(path)
 
     # --- expressions ----------------------------------------------------------------------------
@@ -445,6 +549,7 @@ class Writer:
         self._emit(")")
 
     def _aggregate(self, node: CompValue) -> None:
+        self._aggregated_at.add(self._depth)
         self._emit(_AGGREGATES[node.name] + "(")
         if field(node, "distinct"):
             self._emit("DISTINCT")
@@ -461,7 +566,8 @@ class Writer:
         keyword = node.name.removeprefix("Builtin_")
         if keyword in ("EXISTS", "NOTEXISTS"):
             self._emit(*(("NOT", "EXISTS") if keyword == "NOTEXISTS" else ("EXISTS",)))
-            self._group(node["graph"])
+            with self._uncertain(scoped=False):
+                self._group(node["graph"])
             return
         if keyword in _LIST_BUILTINS:
             self._expression_list(node["arg"], keyword)
@@ -570,6 +676,40 @@ class Writer:
     def _emit(self, *tokens: str) -> None:
         self.out.extend(tokens)
 
+    # --- what the check and the pages need ------------------------------------------------------
+    def _in_scope(self, variable) -> str:
+        """A variable written where it comes into scope (a pattern, BIND, VALUES, GRAPH ?g)."""
+        written = self._variable(variable)
+        self._scope[written] = None
+        return written
+
+    def _note(self, position: str, iri: str) -> None:
+        """An IRI of a triple pattern, for the check against the KG (not a service's own)."""
+        if self._in_service:
+            return
+        key = (position, iri)
+        self._terms[key] = self._terms.get(key, False) or self._certain
+
+    def _note_node(self, term, position: str) -> None:
+        if isinstance(term, Variable):
+            self._scope[self._variable(term)] = None
+        elif self._is_iri(term):
+            self._note(position, self._iri_of(term))
+
+    @contextmanager
+    def _uncertain(self, when: bool = True, *, scoped: bool = True):
+        """Within: patterns an answer row need not have matched (`when`); with not `scoped`, their
+        variables do not come into scope either (MINUS, EXISTS)."""
+        certain, scope = self._certain, self._scope
+        self._certain = certain and not when
+        if not scoped:
+            self._scope = dict(scope)
+        try:
+            yield
+        finally:
+            self._certain = certain
+            self._scope = scope
+
 
 def _string(value: str) -> str:
     """A short double-quoted string; an error where an engine would read a \\u escape in it again."""
@@ -582,6 +722,6 @@ def _string(value: str) -> str:
     return f'"{escaped}"'
 
 
-def written(parsed, policy: QueryPolicy) -> tuple[str, str]:
-    """(text, form) of a parsed query under `policy` (module docstring)."""
+def written(parsed, policy: QueryPolicy) -> Written:
+    """The written form of a parsed query under `policy` (module docstring)."""
     return Writer(policy).write(parsed)
