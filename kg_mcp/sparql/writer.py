@@ -35,7 +35,8 @@ from pyparsing import ParseResults
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
-from kg_mcp.errors import InvalidInput, QueryRefused
+from kg_mcp.errors import InvalidInput
+from kg_mcp.sparql._expressions import ExpressionWriter, field, refuse, string_literal
 from kg_mcp.sparql.policy import XSD, QueryPolicy, refused_dataset
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -44,10 +45,6 @@ _LOCAL_ESCAPE = re.compile(r"\\(.)")
 _LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
 _VARNAME = re.compile(r"[\w\u00b7\u0300-\u036f\u203f-\u2040]+")
 _BNODE_LABEL = re.compile(r"\w(?:[\w\-.]*[\w\-])?")
-_CODEPOINT_ESCAPE = re.compile(r"\\[uU][0-9A-Fa-f]{4}")
-_STRING_ESCAPES = str.maketrans(
-    {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
-)
 # Numbers written bare when their lexical form is the grammar's own for their type; else typed.
 _NUMBERS = {
     XSD + "integer": re.compile(r"[+-]?[0-9]+"),
@@ -63,59 +60,6 @@ RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 # Where an IRI stands in a triple pattern, for the check against the KG: a relation, the class of
 # `?x a C` (rdf:type), or a node (subject or object).
 PREDICATE, CLASS, NODE = "predicate", "class", "node"
-
-_CHAINS = {"ConditionalOrExpression": "||", "ConditionalAndExpression": "&&"}
-_UNARY = {"UnaryNot": "!", "UnaryPlus": "+", "UnaryMinus": "-"}
-# Built-in calls by the fields their arguments are in, in order (rdflib names them so).
-_ONE = ("arg",)
-_TWO = ("arg1", "arg2")
-_BUILTIN_ARGS = {
-    **{name: () for name in ("RAND", "NOW", "UUID", "STRUUID")},
-    **{name: _ONE for name in (
-        "STR", "LANG", "DATATYPE", "BOUND", "IRI", "URI", "ABS", "CEIL", "FLOOR", "ROUND", "STRLEN",
-        "UCASE", "LCASE", "ENCODE_FOR_URI", "YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS",
-        "TIMEZONE", "TZ", "MD5", "SHA1", "SHA256", "SHA384", "SHA512", "isIRI", "isURI", "isBLANK",
-        "isLITERAL", "isNUMERIC", "BNODE",
-    )},
-    **{name: _TWO for name in (
-        "LANGMATCHES", "CONTAINS", "STRSTARTS", "STRENDS", "STRBEFORE", "STRAFTER", "STRLANG", "STRDT",
-        "sameTerm",
-    )},
-    "IF": ("arg1", "arg2", "arg3"),
-    "REGEX": ("text", "pattern", "flags"),
-    "SUBSTR": ("arg", "start", "length"),
-    "REPLACE": ("arg", "pattern", "replacement", "flags"),
-}  # fmt: skip
-_LIST_BUILTINS = {"CONCAT", "COALESCE"}
-_AGGREGATES = {
-    "Aggregate_Count": "COUNT", "Aggregate_Sum": "SUM", "Aggregate_Min": "MIN", "Aggregate_Max": "MAX",
-    "Aggregate_Avg": "AVG", "Aggregate_Sample": "SAMPLE", "Aggregate_GroupConcat": "GROUP_CONCAT",
-}  # fmt: skip
-# The constructs the writer refuses by name: what is said, and what to write instead.
-_NOT_WRITTEN = {
-    "ConstructQuery": ("CONSTRUCT queries are not allowed: only SELECT and ASK run.",
-                       "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }."),
-    "DescribeQuery": ("DESCRIBE queries are not allowed: only SELECT and ASK run.",
-                      "Rewrite it as a SELECT, e.g. SELECT ?p ?o WHERE { <iri> ?p ?o }."),
-    "InversePath": ("An inverse step inside a negated property set, !(^p), is not allowed: kg-mcp cannot write it back.",
-                    "List the inverse step with ^ outside the !(...)."),
-    "DistinctPath": ("DISTINCT(path) is not allowed: it is not SPARQL 1.1.", "Use SELECT DISTINCT instead."),
-}  # fmt: skip
-
-
-def field(node: CompValue, key: str, default=None):
-    """A field of a parse-tree node (CompValue.get returns the key itself when the field is missing)."""
-    return dict.get(node, key, default)
-
-
-def _refuse(node) -> QueryRefused:
-    name = getattr(node, "name", type(node).__name__)
-    message, hint = _NOT_WRITTEN.get(name, (
-        f"The construct {name} is not allowed: kg-mcp runs only the SPARQL 1.1 it can write back itself.",
-        "Rewrite the query with standard SPARQL 1.1 SELECT syntax.",
-    ))
-    return QueryRefused(message, hint)
-
 
 @dataclass(frozen=True)
 class Written:
@@ -138,7 +82,7 @@ class Written:
     terms: tuple[tuple[str, str, bool], ...] = ()
 
 
-class Writer:
+class Writer(ExpressionWriter):
     """Writes one parsed query (`write`); checks every IRI, service, function and graph on the way."""
 
     def __init__(self, policy: QueryPolicy):
@@ -171,7 +115,7 @@ class Writer:
             self._dataset(query)
             self._where(query, top=True)
         else:
-            raise _refuse(query)
+            raise refuse(query)
         if 0 in self._aggregated_at and not field(query, "groupby"):
             # One row (COUNT 0) even when nothing matched: rows prove no pattern's IRIs.
             self._terms = dict.fromkeys(self._terms, False)
@@ -194,7 +138,7 @@ class Writer:
         elif declaration.name == "PrefixDecl":
             self.prefixes[field(declaration, "prefix", "")] = self._resolved(str(declaration["iri"]))
         else:
-            raise _refuse(declaration)
+            raise refuse(declaration)
 
     def _select(self, query: CompValue, *, top: bool) -> list[str]:
         """Writes a SELECT; returns the variables of its rows (for SELECT *, those in scope)."""
@@ -207,7 +151,7 @@ class Writer:
         projected = []
         for item in projection or ():
             if item.name != "vars":
-                raise _refuse(item)
+                raise refuse(item)
             if "var" in item:
                 projected.append(self._variable(item["var"]))
                 self._emit(projected[-1])
@@ -273,7 +217,7 @@ class Writer:
 
     def _order_condition(self, condition: CompValue) -> None:
         if condition.name != "OrderCondition":
-            raise _refuse(condition)
+            raise refuse(condition)
         expression = condition["expr"]
         if order := field(condition, "order"):
             self._emit(str(order).upper())
@@ -302,7 +246,7 @@ class Writer:
             for part in field(group, "part") or ():
                 self._part(part)
         else:
-            raise _refuse(group)
+            raise refuse(group)
         self._emit("}")
 
     def _part(self, part: CompValue) -> None:
@@ -339,7 +283,7 @@ class Writer:
         elif name == "InlineData":
             self._values(part)
         else:
-            raise _refuse(part)
+            raise refuse(part)
 
     def _graph(self, part: CompValue) -> None:
         term = part["term"]
@@ -393,7 +337,7 @@ class Writer:
         rows = field(block, "value") or []
         if any(not isinstance(row, (list, ParseResults)) for row in rows):
             if len(variables) != 1:
-                raise _refuse(block)
+                raise refuse(block)
             rows = [[row] for row in rows]  # the one-variable form: VALUES ?x { 1 2 }
         self._emit("VALUES", "(", *variables, ")", "{")
         for row in rows:
@@ -452,138 +396,14 @@ class Writer:
             if mod is None:
                 return inner
             if str(mod) not in ("?", "*", "+"):
-                raise _refuse(path)
+                raise refuse(path)
             return f"( {inner} ){mod}"
         if name == "PathEltOrInverse":
             return f"^ {self._path(path['part'], noted=noted)}"
         if name == "PathNegatedPropertySet":
             parts = field(path, "part") or []
             return "! ( " + " | ".join(self._path(p, noted=False) for p in parts) + " )"
-        raise _refuse(path)
-
-    # --- expressions ----------------------------------------------------------------------------
-    def _bracketed(self, expression) -> None:
-        self._emit("(")
-        self._expression(expression)
-        self._emit(")")
-
-    def _expression(self, node) -> None:
-        if not isinstance(node, CompValue):
-            self._emit(self._term(node))
-            return
-        name = node.name
-        if name in _CHAINS:
-            others = field(node, "other") or []
-            if not others:
-                self._expression(node["expr"])
-                return
-            self._emit("(")
-            self._expression(node["expr"])
-            for other in others:
-                self._emit(_CHAINS[name])
-                self._expression(other)
-            self._emit(")")
-        elif name == "RelationalExpression":
-            if field(node, "op") is None:
-                self._expression(node["expr"])
-                return
-            op = str(node["op"]).upper()
-            self._emit("(")
-            self._expression(node["expr"])
-            if op in ("IN", "NOT IN"):
-                self._emit(*op.split())
-                self._expression_list(node["other"])
-            elif op in ("=", "!=", "<", ">", "<=", ">="):
-                self._emit(op)
-                self._expression(node["other"])
-            else:
-                raise _refuse(node)
-            self._emit(")")
-        elif name in ("AdditiveExpression", "MultiplicativeExpression"):
-            ops, others = field(node, "op") or [], field(node, "other") or []
-            if not ops:
-                self._expression(node["expr"])
-                return
-            self._emit("(")
-            self._expression(node["expr"])
-            for op, other in zip(ops, others, strict=True):
-                if op not in ("+", "-", "*", "/"):
-                    raise _refuse(node)
-                self._emit(op)
-                self._expression(other)
-            self._emit(")")
-        elif name in _UNARY:
-            self._emit(_UNARY[name])
-            self._expression(node["expr"])
-        elif name == "Function":
-            self._function(node)
-        elif name in _AGGREGATES:
-            self._aggregate(node)
-        elif name.startswith("Builtin_"):
-            self._builtin(node)
-        elif name in ("pname", "literal"):
-            self._emit(self._term(node))
-        else:
-            raise _refuse(node)
-
-    def _expression_list(self, items, call: str = "") -> None:
-        """`( e1 , e2 )`, or `CALL( e1 , e2 )` glued to the name of a call; rdflib gives `()` as rdf:nil."""
-        items = [] if isinstance(items, URIRef) else list(items)
-        self._emit(call + "(")
-        for i, item in enumerate(items):
-            if i:
-                self._emit(",")
-            self._expression(item)
-        self._emit(")")
-
-    def _function(self, node: CompValue) -> None:
-        iri = self._iri_of(node["iri"])
-        self.policy.check_function(iri)
-        self._emit(self._checked_iri(iri) + "(")
-        if field(node, "distinct"):
-            self._emit("DISTINCT")
-        for i, argument in enumerate(field(node, "expr") or []):
-            if i:
-                self._emit(",")
-            self._expression(argument)
-        self._emit(")")
-
-    def _aggregate(self, node: CompValue) -> None:
-        self._aggregated_at.add(self._depth)
-        self._emit(_AGGREGATES[node.name] + "(")
-        if field(node, "distinct"):
-            self._emit("DISTINCT")
-        over = node["vars"]
-        if over == "*" and node.name == "Aggregate_Count":
-            self._emit("*")
-        else:
-            self._expression(over)
-        if (separator := field(node, "separator")) is not None:
-            self._emit(";", "SEPARATOR", "=", _string(str(separator)))
-        self._emit(")")
-
-    def _builtin(self, node: CompValue) -> None:
-        keyword = node.name.removeprefix("Builtin_")
-        if keyword in ("EXISTS", "NOTEXISTS"):
-            self._emit(*(("NOT", "EXISTS") if keyword == "NOTEXISTS" else ("EXISTS",)))
-            with self._uncertain(scoped=False):
-                self._group(node["graph"])
-            return
-        if keyword in _LIST_BUILTINS:
-            self._expression_list(node["arg"], keyword)
-            return
-        if keyword not in _BUILTIN_ARGS:
-            raise _refuse(node)
-        self._emit(keyword + "(")
-        first = True
-        for name in _BUILTIN_ARGS[keyword]:
-            if (argument := field(node, name)) is None:
-                continue
-            if not first:
-                self._emit(",")
-            first = False
-            self._expression(argument)
-        self._emit(")")
+        raise refuse(path)
 
     # --- terms ----------------------------------------------------------------------------------
     def _term(self, term) -> str:
@@ -597,7 +417,7 @@ class Writer:
         if self._is_iri(term):
             return self._checked_iri(self._iri_of(term))
         if isinstance(term, CompValue) and term.name == "literal":
-            text = _string(str(term["string"]))
+            text = string_literal(str(term["string"]))
             if (lang := field(term, "lang")) is not None:
                 if not _LANGTAG.fullmatch(str(lang)):
                     raise InvalidInput(f"@{str(lang)[:20]} is not a language tag.", "Write tags such as @en or @en-GB.")
@@ -607,7 +427,7 @@ class Writer:
             return text
         if isinstance(term, Literal):
             return self._literal(term)
-        raise _refuse(term)
+        raise refuse(term)
 
     def _literal(self, literal: Literal) -> str:
         """A number or boolean as the grammar writes it; anything else as a typed string."""
@@ -618,8 +438,8 @@ class Writer:
         if datatype == _BOOLEAN and lexical in ("true", "false"):
             return lexical
         if not datatype or literal.language:
-            raise _refuse(literal)
-        return f"{_string(lexical)}^^{self._checked_iri(datatype)}"
+            raise refuse(literal)
+        return f"{string_literal(lexical)}^^{self._checked_iri(datatype)}"
 
     @staticmethod
     def _variable(variable) -> str:
@@ -637,7 +457,7 @@ class Writer:
         if isinstance(term, URIRef):
             return self._absolute(str(term))
         if not (isinstance(term, CompValue) and term.name == "pname"):
-            raise _refuse(term)
+            raise refuse(term)
         prefix = field(term, "prefix", "")
         local = _LOCAL_ESCAPE.sub(lambda m: m.group(1), field(term, "localname", ""))
         if prefix in self.prefixes:
@@ -709,17 +529,6 @@ class Writer:
         finally:
             self._certain = certain
             self._scope = scope
-
-
-def _string(value: str) -> str:
-    """A short double-quoted string; an error where an engine would read a \\u escape in it again."""
-    escaped = value.translate(_STRING_ESCAPES)
-    if _CODEPOINT_ESCAPE.search(escaped):
-        raise InvalidInput(
-            "A string in the query holds a backslash followed by u or U, which engines read as a \\u escape.",
-            "Write that character itself, or leave the backslash out.",
-        )
-    return f'"{escaped}"'
 
 
 def written(parsed, policy: QueryPolicy) -> Written:
