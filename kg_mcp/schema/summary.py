@@ -50,11 +50,21 @@ def census_of(backend: Backend, settings: Settings) -> Census | None:
 
 def server_instructions(backend: Backend, settings: Settings) -> str:
     """The general guide, then this KG's summary (only the guide when the summary is turned off)."""
-    guide = read_prompt("server_instructions.md").template + query_guide(settings)
+    queries = query_guide(settings)
+    guide = read_prompt("server_instructions.md").template + queries
     census = census_of(backend, settings)
     if census is None:
         return guide
-    return guide.rstrip() + "\n\n" + summary_text(census, settings)
+    # The paragraph on queries takes its tokens from the summary's: the whole stays within budget.
+    return guide.rstrip() + "\n\n" + summary_text(census, settings, SUMMARY_TOKENS - prose_tokens(queries))
+
+
+PROSE_CHARS_PER_TOKEN = 3.5  # English prose runs about 3.9 characters a token in o200k_base
+
+
+def prose_tokens(text: str) -> int:
+    """Tokens of English prose, estimated on the safe side."""
+    return int(len(text) / PROSE_CHARS_PER_TOKEN) + 1
 
 
 def query_guide(settings: Settings) -> str:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
 from kg_mcp.backends import Backend
 from kg_mcp.backends._rows import counted_rows
 from kg_mcp.backends.base import Rows
@@ -43,9 +41,9 @@ __all__ = ["MAX_QUERY_CHARS", "SparqlResult", "check_read_only", "declared_prefi
            "sparql_description", "examples"]
 
 TOOL = "sparql"
-# Characters kept for what follows the rows (the warnings are counted apart): the line that says
-# how to read on, with its cursor.
-_FOOT_CHARS = 900
+# Characters kept for the text around the rows (the warnings are counted apart): the head line, and
+# the line that says how to read on, with its cursor.
+_FOOT_CHARS = 1200
 
 
 class SparqlResult(Paged):
@@ -130,7 +128,7 @@ def sparql(backend: Backend, settings: Settings, query: str, cursor: str = "") -
         page = _first_page(backend, settings, checked)
     else:
         page = _later_page(backend, settings, checked, start.offset, _total_of(start.resume))
-    return _output(backend, settings, query, checked, page)
+    return _output(backend, settings, query, page)
 
 
 def _ask(backend: Backend, settings: Settings, checked: CheckedQuery) -> ToolOutput:
@@ -203,7 +201,7 @@ def _render(backend: Backend, settings: Settings, result: Rows, warnings: list[T
     return _Rendered(header, lines, data, shown)
 
 
-def _output(backend: Backend, settings: Settings, query: str, checked: CheckedQuery, page: _Page) -> ToolOutput:
+def _output(backend: Backend, settings: Settings, query: str, page: _Page) -> ToolOutput:
     rendered, result = page.rendered, page.result
     assert rendered is not None
     shown = rendered.shown
