@@ -1,8 +1,9 @@
-"""The optional sparql tool: read-only by parsing, capped rows with the total told."""
+"""The sparql tool: read-only by parsing, the ids the tools print declared, rows paged with the total told, examples written for the KG."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,16 @@ def test_declared_prefixes_are_resolved_by_the_writer_never_sent():
     assert checked.text == "SELECT ?s WHERE { ?s <http://kg-mcp.local/relation/p> <http://example.org/o> . }"
     with pytest.raises(InvalidInput, match="The prefix nope: is not declared"):
         check_read_only("SELECT ?s WHERE { ?s nope:p ?o }", "generic", prefixes=prefixes)
+
+
+async def test_examples_are_written_from_the_kgs_schema_and_each_runs(ontology_store):
+    brick = ontology_store("brick")
+    async with Client(build_server(brick, Settings())) as client:
+        examples = json.loads((await client.read_resource("kg://examples")).contents[0].text)["examples"]
+    questions = " ".join(example["question"] for example in examples)
+    for kind in ("at any depth", "constraints of the shape", "members of the RDF lists", "count per class"):
+        assert kind in questions
+    for example in examples:  # the tool's own ids, no PREFIX line, rows and no warning
+        out = sparql(brick, Settings(), example["query"])
+        assert "PREFIX" not in example["query"] and out.data.rows and not out.data.warnings, example
+        assert example["rows"] == out.data.total
