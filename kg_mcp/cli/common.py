@@ -41,7 +41,7 @@ def _store_options(func):
         click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
         click.option("--enable-sparql/--no-sparql", "enable_sparql", default=None,
                      help="Offer the read-only `sparql` tool, or not (KG_MCP_SPARQL_TOOL). Default: offered over "
-                          "stdio, not over HTTP or SSE."),
+                          "stdio and in-process, not over HTTP or SSE."),
         click.option(
             "--prefix",
             multiple=True,
