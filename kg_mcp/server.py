@@ -36,9 +36,10 @@ from kg_mcp.schema.summary import schema_document, server_instructions
 from kg_mcp.serving.audit import AuditLog, Timer, rows_of
 from kg_mcp.serving.auth import ServerAuth, server_auth
 from kg_mcp.serving.scopes import TOOL_SCOPES, needed_for_tool, tool_allowed
-from kg_mcp.settings import Settings
+from kg_mcp.settings import Settings, sparql_offered
 from kg_mcp.state import SharedState
 from kg_mcp.tools import OUTPUT_MODELS, register_tools
+from kg_mcp.tools.sparql import examples as sparql_examples
 from kg_mcp.view import graph_view
 
 log = logging.getLogger(__name__)
@@ -350,6 +351,14 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings, *, p
     @resource("kg://output-schemas", "output-schemas", "JSON Schemas of each tool's structured content.")
     def output_schemas() -> str:
         return json.dumps({name: model.model_json_schema() for name, model in OUTPUT_MODELS.items()})
+
+    if sparql_offered(settings.sparql_tool):
+
+        @resource("kg://examples", "examples",
+                  "SPARQL queries written for this KG, each run before it is offered: a hierarchy at any depth, a "
+                  "shape's constraints, a list's members, a count per class (those the KG has).")
+        def query_examples() -> str:
+            return json.dumps({"examples": sparql_examples(backend, settings)}, indent=1)
 
     @resource("kg://stats", "stats", "Size of the KG: triples, entities, relations.")
     def stats() -> str:

@@ -73,7 +73,7 @@ def test_user_config_reaches_the_server(tmp_path):
     store = tmp_path / "demo.store"
     load_sources([DEMO_TTL], store, progress=False)
     defaults_tools, defaults_stats = asyncio.run(served(host_env({})))
-    store_tools, store_stats = asyncio.run(served(host_env({"store": str(store), "enable_sparql": True})))
-    assert "sparql" not in defaults_tools and "sparql" in store_tools
+    store_tools, store_stats = asyncio.run(served(host_env({"store": str(store), "enable_sparql": False})))
+    assert "sparql" in defaults_tools and "sparql" not in store_tools  # offered unless turned off
     assert store_stats["kind"] == "oxigraph" and str(store) in json.dumps(store_stats)
     assert str(store) not in json.dumps(defaults_stats)

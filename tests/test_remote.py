@@ -448,7 +448,26 @@ def test_sparql_select_capped_tells_total(remote):
     assert data.variables == ["o"]
     assert len(data.rows) == 3 and data.total == 8 and data.truncated
     assert all(row[0].id.startswith("wd:Q") for row in data.rows)
-    assert out.text.startswith("sparql: 8 rows, showing the first 3 (cut)")
+    assert out.text.startswith("sparql: 8 rows\n") and "Rows 1-3 of 8 shown. Next page:" in out.text
+    rest = sparql(remote, settings, PREFIXES + "SELECT ?o WHERE { wd:Q42 wdt:P106 ?o }", data.next_cursor)
+    more = sparql(remote, settings, PREFIXES + "SELECT ?o WHERE { wd:Q42 wdt:P106 ?o }", rest.data.next_cursor)
+    assert rest.data.offset == 3 and more.data.offset == 6 and more.data.next_cursor is None
+    read = [row[0].id for page in (data, rest.data, more.data) for row in page.rows]
+    assert len(read) == len(set(read)) == 8  # every row once
+
+
+def test_ids_as_the_tools_print_them_run_without_prefix_lines_on_an_endpoint(remote):
+    """On `oxigraph serve` and on Virtuoso: wd:, wdt: and the rest are declared by kg-mcp, which writes
+    the IRIs in full (Virtuoso knows none of these prefixes, Oxigraph none at all)."""
+    out = sparql(remote, Settings(), "SELECT ?o WHERE { wd:Q42 wdt:P69 ?o }")
+    assert {row[0].id for row in out.data.rows} == {"wd:Q691283", "wd:Q4961791"} and not out.data.warnings
+
+
+def test_a_misspelled_relation_on_an_endpoint_is_named_with_the_nearest(remote):
+    out = sparql(remote, Settings(), "SELECT ?o WHERE { wd:Q42 wdt:P699 ?o }")
+    assert out.data.total == 0 and out.text.startswith("sparql: 0 rows\nThe query names IRIs this KG does not have")
+    (warning,) = out.data.warnings
+    assert warning.id == "wdt:P699" and warning.position == "predicate" and "wdt:P69" in [n.id for n in warning.nearest]
 
 
 def test_sparql_ask(remote):

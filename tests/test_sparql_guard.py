@@ -389,6 +389,34 @@ def test_the_dataset_is_written_in_and_graphs_outside_it_are_refused():
         checked_query(f"SELECT * WHERE {{ GRAPH <{SECRET}> {{ ?s ?p ?o }} }}", policy)
 
 
+def test_declared_prefixes_and_pages_are_written_as_safely(canary):
+    """The server's prefixes are resolved by the writer like the query's own: with prefixes that name
+    the canary, Virtuoso's procedures and the engine prefixes themselves declared, every form is still
+    refused or written safely, and so is every page of what is written (CheckedQuery.page)."""
+    declared = (("c", canary.root), ("", canary.root), ("b", "bif:"), ("o", OPENLINK + "bif#"), ("bif", OPENLINK))
+    policy = QueryPolicy(graphs=(PUBLIC,), prefixes=declared)
+    queries = _all_forms(canary) + engine_function_spellings(canary.root) + [
+        "SELECT * WHERE { SERVICE c:sparql { ?s ?p ?o } }", "SELECT * WHERE { SERVICE :sparql { ?s ?p ?o } }",
+        "SELECT ?x WHERE { BIND(b:http_get('x') AS ?x) }", "SELECT ?x WHERE { BIND(o:http_get('x') AS ?x) }",
+        "SELECT ?x WHERE { BIND(bif:http_get('x') AS ?x) }", "SELECT ?s WHERE { ?s c:p ?o } ORDER BY ?o LIMIT 5",
+    ]
+    outcomes = {"refused": 0, "written": 0}
+    for query in queries:
+        try:
+            checked = checked_query(query, policy)
+        except KGError:
+            outcomes["refused"] += 1
+            continue
+        outcomes["written"] += 1
+        assert_written_safely(checked.text, policy)
+        if checked.form == "SelectQuery":
+            for start, size in ((0, None), (0, 201), (400, 201)):
+                assert_written_safely(checked.page(start, size), policy)
+    assert outcomes["refused"] > 0 and outcomes["written"] > 0
+    assert checked_query("SELECT ?s WHERE { ?s c:p :o }", policy).text == (
+        f"SELECT ?s FROM <{PUBLIC}> FROM NAMED <{PUBLIC}> WHERE {{ ?s <{canary.root}p> <{canary.root}o> . }}")
+
+
 # --- the canary, through the tool -----------------------------------------------------------------
 
 

@@ -1,8 +1,9 @@
-"""The optional sparql tool: read-only by parsing, capped rows with the total told."""
+"""The sparql tool: read-only by parsing, the ids the tools print declared, rows paged with the total told, examples written for the KG."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -66,11 +67,12 @@ def test_syntax_errors_are_input_errors():
         check_read_only("SELEKT ?x WHERE { ?x ?y }", "generic")
 
 
-def test_rows_capped_with_total(metaqa):
+def test_rows_capped_with_total_and_a_cursor(metaqa):
     query = "SELECT ?m WHERE { ?m <http://kg-mcp.local/relation/directed_by> <http://kg-mcp.local/entity/Steven_Spielberg> }"
     out = sparql(metaqa, Settings(sparql_row_cap=5), query)
-    assert out.data.total == 25 and len(out.data.rows) == 5 and out.data.truncated
-    assert "25 rows, showing the first 5" in out.text
+    assert out.data.total == 25 and len(out.data.rows) == 5 and out.data.truncated and out.data.offset == 0
+    assert out.text.startswith("sparql: 25 rows\n")
+    assert out.text.endswith(f'Rows 1-5 of 25 shown. Next page: call again with the same arguments and cursor="{out.data.next_cursor}".')
     ask = sparql(metaqa, Settings(), "ASK { ?m <http://kg-mcp.local/relation/directed_by> ?d }")
     assert ask.data.boolean is True
 
@@ -88,12 +90,13 @@ def test_every_kind_of_call_runs_as_written_on_a_local_store(metaqa):
     assert [[cell.id if cell else None for cell in row] for row in out.data.rows] == [["a1975", "7", "true", "1", "3"]]
 
 
-async def test_sparql_tool_off_by_default_and_store_unchanged(metaqa_store_dir):
+async def test_sparql_tool_offered_by_default_off_when_asked_and_store_unchanged(metaqa_store_dir):
     before = _tree_digest(metaqa_store_dir)
     backend = open_store(metaqa_store_dir)
-    async with Client(build_server(backend, Settings())) as client:
+    async with Client(build_server(backend, Settings(sparql_tool=False))) as client:
         assert "sparql" not in {t.name for t in (await client.list_tools()).tools}
-    async with Client(build_server(backend, Settings(sparql_tool=True))) as client:
+        assert "kg://examples" not in {str(r.uri) for r in (await client.list_resources()).resources}
+    async with Client(build_server(backend, Settings())) as client:  # in-process, as over stdio: offered
         for query in REFUSED:
             result = await client.call_tool("sparql", {"query": query})
             assert result.is_error, query
@@ -102,3 +105,34 @@ async def test_sparql_tool_off_by_default_and_store_unchanged(metaqa_store_dir):
     backend.close()
     del backend
     assert _tree_digest(metaqa_store_dir) == before
+
+
+def test_ids_as_the_tools_print_them_run_without_prefix_lines_on_a_local_store(metaqa):
+    """kg:Steven_Spielberg as every tool prints it, and `:directed_by` for the relation printed bare."""
+    out = sparql(metaqa, Settings(), "SELECT ?m WHERE { ?m :directed_by kg:Steven_Spielberg }")
+    assert out.data.total == 25 and not out.data.warnings
+    assert {row[0].id for row in out.data.rows} >= {"kg:Jaws", "kg:Schindler%27s_List"}  # printed as search prints them
+    # The query's own PREFIX wins over the server's.
+    own = sparql(metaqa, Settings(), "PREFIX kg: <http://example.org/> SELECT ?m WHERE { ?m :directed_by kg:Steven_Spielberg }")
+    assert own.data.total == 0
+
+
+def test_declared_prefixes_are_resolved_by_the_writer_never_sent():
+    prefixes = (("ex", "http://example.org/"), ("", "http://kg-mcp.local/relation/"))
+    checked = check_read_only("SELECT ?s WHERE { ?s :p ex:o }", "generic", prefixes=prefixes)
+    assert checked.text == "SELECT ?s WHERE { ?s <http://kg-mcp.local/relation/p> <http://example.org/o> . }"
+    with pytest.raises(InvalidInput, match="The prefix nope: is not declared"):
+        check_read_only("SELECT ?s WHERE { ?s nope:p ?o }", "generic", prefixes=prefixes)
+
+
+async def test_examples_are_written_from_the_kgs_schema_and_each_runs(ontology_store):
+    brick = ontology_store("brick")
+    async with Client(build_server(brick, Settings())) as client:
+        examples = json.loads((await client.read_resource("kg://examples")).contents[0].text)["examples"]
+    questions = " ".join(example["question"] for example in examples)
+    for kind in ("at any depth", "constraints of the shape", "members of the RDF lists", "count per class"):
+        assert kind in questions
+    for example in examples:  # the tool's own ids, no PREFIX line, rows and no warning
+        out = sparql(brick, Settings(), example["query"])
+        assert "PREFIX" not in example["query"] and out.data.rows and not out.data.warnings, example
+        assert example["rows"] == out.data.total

@@ -188,7 +188,7 @@ async def test_keys_resolve_through_the_sparql_tool_of_a_server(memory_backend):
     with_tool = memory_backend(FREEBASE, profile="freebase", settings=Settings(sparql_tool=True))
     async with KGClient.connect(server=with_tool) as kg:
         assert await resolve_topic_key(kg, "/en/jamaica") == ({"jamaica": "m.03_r3"}, "key")
-    without = memory_backend(FREEBASE, profile="freebase")
+    without = memory_backend(FREEBASE, profile="freebase", settings=Settings(sparql_tool=False))
     async with KGClient.connect(server=without) as kg:
         assert await resolve_topic_key(kg, "/en/jamaica") == ({"jamaica": "m.03_r3"}, "name")
 

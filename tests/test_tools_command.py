@@ -30,7 +30,8 @@ def test_lists_the_demo_kg_with_arguments():
 def test_a_spawned_server_and_an_http_server_with_a_token(tmp_path):
     store = tmp_path / "demo.store"
     load_sources([DEMO_TTL], store, progress=False)
-    spawned = json.loads(kg_mcp("--server-cmd", f"{sys.executable} -m kg_mcp serve --store {store}", "--json").stdout)
+    # Over stdio sparql is offered by default, over HTTP not: --no-sparql makes the two alike.
+    spawned = json.loads(kg_mcp("--server-cmd", f"{sys.executable} -m kg_mcp serve --store {store} --no-sparql", "--json").stdout)
     with http_server(store, "http", token=TOKEN) as (base, _):
         env = dict(os.environ, KG_TOKEN=TOKEN)
         over_http = json.loads(kg_mcp("--url", base + "/mcp", "--auth-token-env", "KG_TOKEN", "--json", env=env).stdout)

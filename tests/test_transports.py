@@ -90,8 +90,8 @@ async def test_stdio_catch_me_if_you_can_directed_by_spielberg(metaqa_store_dir)
     async with Client(params) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert TOOLS <= set(tools)
-        assert "sparql" not in tools  # only with --enable-sparql
-        for name in TOOLS:
+        assert "sparql" in tools  # over stdio the caller owns the data: offered unless --no-sparql
+        for name in [*TOOLS, "sparql"]:
             assert tools[name].annotations.read_only_hint is True, name
             assert tools[name].annotations.destructive_hint is False, name
             assert tools[name].input_schema["type"] == "object"

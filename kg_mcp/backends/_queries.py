@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pyoxigraph as ox
 
 from kg_mcp.backends.base import Direction, Term
+from kg_mcp.namespaces import RDF_TYPE
 from kg_mcp.profiles import Profile
 
 
@@ -256,6 +257,11 @@ def count_blank_subjects() -> str:
 
 def ask_predicate(predicate: str) -> str:
     return f"ASK {{ ?s <{ox.NamedNode(predicate).value}> ?o }}"
+
+
+def ask_class(node: ox.NamedNode) -> str:
+    """Whether some node has the class `node` (as the object of rdf:type)."""
+    return f"ASK {{ ?s <{RDF_TYPE}> {node} }}"
 
 
 def path_ask(

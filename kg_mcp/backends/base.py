@@ -195,6 +195,22 @@ class Backend(ABC):
         """Whether any triple has `predicate` (True where the store cannot tell cheaply)."""
         return True
 
+    def uses_as(self, node: ox.NamedNode, position: str) -> bool:
+        """Whether any triple has `node` where a query put it: as its predicate ("predicate"), as the
+        class of a node, the object of rdf:type ("class"), or as its subject or object ("node");
+        one index lookup, True where the store cannot tell."""
+        if position == "predicate":
+            return self.uses_predicate(node)
+        if position == "node":
+            return self.exists(node)
+        return True
+
+    def indexed_names(self, name: str, limit: int) -> list[tuple[ox.NamedNode, str]]:
+        """Up to `limit` entities whose label or alias is `name` or near it (its words, a typo or two)
+        in the name index, with the name that matched, best first; none where no index is ready
+        (nothing is asked of the KG)."""
+        return []
+
     def reaches(
         self,
         sources: Sequence[ox.NamedNode],

@@ -381,6 +381,17 @@ class SparqlBackend(Backend):
     def uses_predicate(self, predicate: ox.NamedNode) -> bool:
         return self._boolean(q.ask_predicate(predicate.value))
 
+    def uses_as(self, node: ox.NamedNode, position: str) -> bool:
+        if position == "class":
+            return self._boolean(q.ask_class(node))
+        return super().uses_as(node, position)
+
+    def indexed_names(self, name: str, limit: int) -> list[tuple[ox.NamedNode, str]]:
+        index = self._lookup_index()
+        if index is None:
+            return []
+        return [(ox.NamedNode(m.entity), m.name) for m in index.lookup(name, limit)[:limit]]
+
     # --- names -----------------------------------------------------------------------------------
     def labels(self, terms: Sequence[Term]) -> dict[Term, str]:
         # Predicates are named by their property entity (wdt:P19 by wd:P19); in most profiles, themselves.

@@ -106,6 +106,6 @@ def serve_args(store, sparql_url, wikidata, profile, languages, enable_sparql, g
         args += ["--graph", graph]
     for language in languages:
         args += ["--language", language]
-    if enable_sparql:
-        args.append("--enable-sparql")
+    if enable_sparql is not None:
+        args.append("--enable-sparql" if enable_sparql else "--no-sparql")
     return args

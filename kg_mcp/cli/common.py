@@ -40,7 +40,9 @@ def _store_options(func):
         click.option("--wikidata", is_flag=True, envvar="KG_MCP_WIKIDATA", help="The public Wikidata query service (KG_MCP_WIKIDATA)."),
         click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Schema profile (detected if not given)."),
         click.option("--language", "languages", multiple=True, help="Label language, in order of preference (repeatable)."),
-        click.option("--enable-sparql", is_flag=True, help="Also expose the read-only `sparql` tool."),
+        click.option("--enable-sparql/--no-sparql", "enable_sparql", default=None,
+                     help="Offer the read-only `sparql` tool, or not (KG_MCP_SPARQL_TOOL). Default: offered over "
+                          "stdio and in-process, not over HTTP or SSE."),
         click.option(
             "--prefix",
             multiple=True,
@@ -95,7 +97,7 @@ def chosen_graphs() -> list[str]:
     return list(ctx.meta.get("kg_mcp.graphs", [])) if ctx is not None else []
 
 
-def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
+def _settings(languages: tuple[str, ...], enable_sparql: bool | None) -> Settings:
     overrides: dict = {}
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.meta.get("kg_mcp.prefixes"):
@@ -104,8 +106,8 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool) -> Settings:
         overrides["graphs"] = graphs
     if languages:
         overrides["languages"] = list(languages)
-    if enable_sparql:
-        overrides["sparql_tool"] = True
+    if enable_sparql is not None:
+        overrides["sparql_tool"] = enable_sparql
     return load_settings(**overrides)
 
 

@@ -10,6 +10,7 @@ import click
 from kg_mcp.cli.common import _open, _settings, _store_options, chosen_graphs, graph_option, main
 from kg_mcp.errors import ConfigError
 from kg_mcp.profiles import PROFILES
+from kg_mcp.settings import sparql_offered
 
 log = logging.getLogger("kg_mcp")
 
@@ -144,6 +145,7 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
             settings, trusted_proxies=trusted_proxies, header_timeout_s=header_timeout,
             body_timeout_s=body_timeout, write_timeout_s=write_timeout, max_body_bytes=max_body, max_connections=max_connections, max_connections_per_client=max_connections_per_client,
             max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client, session_idle_timeout_s=session_idle_timeout)
+    settings = settings.model_copy(update={"sparql_tool": sparql_offered(settings.sparql_tool, transport)})
     if stateless is None:  # KG_MCP_STATELESS (an environment file's) concerns streamable HTTP only
         stateless = settings.stateless and transport == "http"
     redis_url = settings.redis if redis_url is None else redis_url

@@ -16,7 +16,7 @@ import weakref
 from kg_mcp.backends import Backend, graph_access
 from kg_mcp.prompt_files import read_prompt
 from kg_mcp.schema.census import Census, RelationUse, take_census
-from kg_mcp.settings import Settings
+from kg_mcp.settings import Settings, sparql_offered
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,29 @@ def census_of(backend: Backend, settings: Settings) -> Census | None:
 
 def server_instructions(backend: Backend, settings: Settings) -> str:
     """The general guide, then this KG's summary (only the guide when the summary is turned off)."""
-    guide = read_prompt("server_instructions.md").template
+    queries = query_guide(settings)
+    guide = read_prompt("server_instructions.md").template + queries
     census = census_of(backend, settings)
     if census is None:
         return guide
-    return guide.rstrip() + "\n\n" + summary_text(census, settings)
+    # The paragraph on queries takes its tokens from the summary's: the whole stays within budget.
+    return guide.rstrip() + "\n\n" + summary_text(census, settings, SUMMARY_TOKENS - prose_tokens(queries))
+
+
+PROSE_CHARS_PER_TOKEN = 3.5  # English prose runs about 3.9 characters a token in o200k_base
+
+
+def prose_tokens(text: str) -> int:
+    """Tokens of English prose, estimated on the safe side."""
+    return int(len(text) / PROSE_CHARS_PER_TOKEN) + 1
+
+
+def query_guide(settings: Settings) -> str:
+    """Which questions a `sparql` query answers best and which navigation does, where the tool is
+    offered (before the summary, which drivers copy and which names no tool)."""
+    if not sparql_offered(settings.sparql_tool):
+        return ""
+    return "\n" + read_prompt("server_instructions_sparql.md").template
 
 
 def summary_heading() -> str:

@@ -2,7 +2,8 @@
 
 It leaves the network (kg_mcp.backends._query_worker.leave_network), limits its address space to
 MB megabytes, imports rdflib's parser, says it is ready, then answers (query, policy) requests over
-the socket FD with ("ok", text, form, graphs) or ("error", kind, message, hint), one at a time,
+the socket FD with ("ok", fields) (the CheckedQuery's fields, in order: plain strings, numbers and
+tuples) or ("error", kind, message, hint), one at a time,
 until the socket closes.
 """
 
@@ -38,7 +39,7 @@ def _serve(conn: Connection, memory_mb: int) -> None:
             return
         try:
             checked = checked_query(query, policy)
-            reply = ("ok", checked.text, checked.form, checked.graphs)
+            reply = ("ok", checked.fields())
         except KGError as error:
             reply = ("error", type(error).__name__, error.message, error.hint)
         except MemoryError:

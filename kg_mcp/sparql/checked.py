@@ -13,6 +13,7 @@ parse runs under a lock, for scripts and tests.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -32,9 +33,55 @@ _parsing = threading.Lock()
 
 @dataclass(frozen=True)
 class CheckedQuery:
-    text: str  # written by kg-mcp from the checked parse: all that may be run
+    """A query as kg-mcp wrote it (kg_mcp.sparql.writer.Written has the parts), and the dataset it
+    was written for. `text` and the pages of `page` are all that may be run."""
+
+    text: str  # written by kg-mcp from the checked parse
     form: str  # 'SelectQuery' or 'AskQuery'
     graphs: tuple[str, ...] = ()  # the dataset written into `text` (empty: the store as it answers)
+    head: str = ""
+    order: str = ""
+    limit: int | None = None
+    offset: int | None = None
+    tail: str = ""
+    keys: tuple[str, ...] = ()
+    terms: tuple[tuple[str, str, bool], ...] = ()  # (position, IRI, certain): see Written
+
+    def fields(self) -> tuple:
+        """The fields in order, as plain data (what a checking process sends back)."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the query orders its own rows (then `page` only adds keys to break ties)."""
+        return bool(self.order)
+
+    def page(self, start: int, size: int | None) -> str:
+        """The text of the rows `start` to `start + size` (None: all from `start`) in one fixed order:
+        the query's own ORDER BY, then its row variables (`keys`) to break ties, and its own LIMIT
+        and OFFSET kept. Made of the written parts and integers only: the text that runs for a page
+        is the checked text with its solution modifiers written by kg-mcp.
+
+        >>> q = CheckedQuery("SELECT ?s WHERE { ?s ?p ?o . } LIMIT 50", "SelectQuery",
+        ...                  head="SELECT ?s WHERE { ?s ?p ?o . }", limit=50, keys=("?s",))
+        >>> q.page(40, 20)
+        'SELECT ?s WHERE { ?s ?p ?o . } ORDER BY ?s LIMIT 10 OFFSET 40'
+        """
+        if self.form != "SelectQuery":
+            raise ValueError("only a SELECT has pages")
+        order = self.order.split(" ") if self.order else []
+        order += [key for key in self.keys if key not in order]
+        end = self.limit if size is None else min(self.limit, start + size) if self.limit is not None else start + size
+        parts = [self.head]
+        if order:
+            parts += ["ORDER BY", " ".join(order)]
+        if end is not None:
+            parts.append(f"LIMIT {max(0, end - start)}")
+        if (skip := (self.offset or 0) + start):
+            parts.append(f"OFFSET {skip}")
+        if self.tail:
+            parts.append(self.tail)
+        return " ".join(parts)
 
 
 def checked_query(query: str, policy: QueryPolicy) -> CheckedQuery:
@@ -51,10 +98,11 @@ def checked_query(query: str, policy: QueryPolicy) -> CheckedQuery:
         raise refused_service("")
     tree = parse(lexed.lines())
     try:
-        text, form = written(tree, policy)
+        out = written(tree, policy)
     except RecursionError:
         raise _too_deep() from None
-    return CheckedQuery(text, form, policy.graphs)
+    return CheckedQuery(out.text, out.form, policy.graphs, out.head, out.order, out.limit, out.offset, out.tail,
+                        out.keys, out.terms)
 
 
 def parse(text: str):

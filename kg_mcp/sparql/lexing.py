@@ -32,7 +32,7 @@ _PN_CHARS_BASE = (
 _PN_CHARS_U = _PN_CHARS_BASE + "_"
 _PN_CHARS = _PN_CHARS_U + "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
 _VARNAME = f"[{_PN_CHARS_U}0-9][{_PN_CHARS_U}0-9\u00b7\u0300-\u036f\u203f-\u2040]*"
-_PN_PREFIX = f"[{_PN_CHARS_BASE}](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"
+PN_PREFIX = f"[{_PN_CHARS_BASE}](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"  # a prefix's name
 _PLX = r"%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%]"
 _PN_LOCAL = f"(?:[{_PN_CHARS_U}:0-9]|{_PLX})(?:(?:[{_PN_CHARS}.:]|{_PLX})*(?:[{_PN_CHARS}:]|{_PLX}))?"
 _IRI_CHAR = r'[^<>"{}|^`\\\x00-\x20]'
@@ -50,7 +50,7 @@ _TOKEN = re.compile(
             ("long2", rf'"""(?:(?:"|"")?(?:[^"\\]|{_ECHAR}))*"""'),
             ("short1", rf"'(?:[^'\\\n\r]|{_ECHAR})*'"),
             ("short2", rf'"(?:[^"\\\n\r]|{_ECHAR})*"'),
-            ("pname", f"(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?"),
+            ("pname", f"(?:{PN_PREFIX})?:(?:{_PN_LOCAL})?"),
             ("bnode", f"_:[{_PN_CHARS_U}0-9](?:[{_PN_CHARS}.]*[{_PN_CHARS}])?"),
             ("var", f"[?$]{_VARNAME}"),
             ("langtag", "@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*"),

@@ -95,8 +95,7 @@ class ParsePool:
             self._idle.append(worker)
             self._changed.notify_all()
         if reply[0] == "ok":
-            _, text, form, graphs = reply
-            return CheckedQuery(text, form, tuple(graphs))
+            return CheckedQuery(*reply[1])
         _, kind, message, hint = reply
         raise _ERRORS.get(kind, InvalidInput)(message, hint)
 

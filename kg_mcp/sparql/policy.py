@@ -40,10 +40,14 @@ class QueryPolicy:
     `graphs`: the named graphs the query may read, written into it as its dataset (FROM and FROM
     NAMED); empty: the store or endpoint as it answers. Today the server's --graph (or the data
     graphs it chose, kg_mcp.backends.named_graphs); a caller's granted graphs can narrow it.
-    `services`: the SERVICE IRIs that may be called (an endpoint's internal services)."""
+    `services`: the SERVICE IRIs that may be called (an endpoint's internal services).
+    `prefixes`: (name, namespace) pairs declared for every query, the ones the tools print ids with
+    (kg_mcp.sparql.prefixes); a PREFIX of the query's own wins over them. They are resolved by the
+    writer, as the query's own are, so the text that runs names every IRI in full."""
 
     graphs: tuple[str, ...] = ()
     services: frozenset[str] = frozenset()
+    prefixes: tuple[tuple[str, str], ...] = ()
 
     def check_iri(self, iri: str, *, predicate: bool = False) -> None:
         """Refuse an IRI that names an engine's own procedure (bif:contains as a predicate aside)."""
@@ -88,11 +92,13 @@ class QueryPolicy:
         )
 
 
-def policy_for(profile_name: str, *, remote: bool, graphs: tuple[str, ...] = ()) -> QueryPolicy:
+def policy_for(profile_name: str, *, remote: bool, graphs: tuple[str, ...] = (),
+               prefixes: tuple[tuple[str, str], ...] = ()) -> QueryPolicy:
     """The policy of a query on a backend of `profile_name`: an endpoint (`remote`) may run its own
-    internal services, a local store would make an HTTP request for them instead."""
+    internal services, a local store would make an HTTP request for them instead; `prefixes` are
+    declared for the query (QueryPolicy)."""
     services = INTERNAL_SERVICES.get(profile_name, frozenset()) if remote else frozenset()
-    return QueryPolicy(graphs=tuple(graphs), services=services)
+    return QueryPolicy(graphs=tuple(graphs), services=services, prefixes=tuple(prefixes))
 
 
 def refused_dataset() -> QueryRefused:

@@ -17,18 +17,26 @@ A node it does not know, a SERVICE, FROM or function call outside the policy, is
 tool error that says what to write instead. The dataset is written in too: with graphs to keep to,
 the query gets FROM and FROM NAMED for each, a `GRAPH <iri>` outside them is refused and a
 `GRAPH ?g` is joined with VALUES of them. So what runs is what was checked, on every engine.
+
+On the way the writer notes what kg-mcp needs besides the text (`Written`): the IRIs of the triple
+patterns by position (predicate, class, node), for the check against the KG's own terms, and the
+top-level solution modifiers apart from the rest, so that a page of the answer is the same text
+with its ORDER BY, LIMIT and OFFSET written by kg-mcp (kg_mcp.sparql.checked.CheckedQuery.page).
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from pyparsing import ParseResults
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
-from kg_mcp.errors import InvalidInput, QueryRefused
+from kg_mcp.errors import InvalidInput
+from kg_mcp.sparql._expressions import ExpressionWriter, field, refuse, string_literal
 from kg_mcp.sparql.policy import XSD, QueryPolicy, refused_dataset
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -37,10 +45,6 @@ _LOCAL_ESCAPE = re.compile(r"\\(.)")
 _LANGTAG = re.compile(r"[a-zA-Z]+(?:-[a-zA-Z0-9]+)*")
 _VARNAME = re.compile(r"[\w\u00b7\u0300-\u036f\u203f-\u2040]+")
 _BNODE_LABEL = re.compile(r"\w(?:[\w\-.]*[\w\-])?")
-_CODEPOINT_ESCAPE = re.compile(r"\\[uU][0-9A-Fa-f]{4}")
-_STRING_ESCAPES = str.maketrans(
-    {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
-)
 # Numbers written bare when their lexical form is the grammar's own for their type; else typed.
 _NUMBERS = {
     XSD + "integer": re.compile(r"[+-]?[0-9]+"),
@@ -52,84 +56,81 @@ _BOOLEAN = XSD + "boolean"
 # read as Virtuoso reads them, so that the policy sees them (other undeclared prefixes are an error).
 _ENGINE_PREFIXES = ("bif", "sql")
 
-_CHAINS = {"ConditionalOrExpression": "||", "ConditionalAndExpression": "&&"}
-_UNARY = {"UnaryNot": "!", "UnaryPlus": "+", "UnaryMinus": "-"}
-# Built-in calls by the fields their arguments are in, in order (rdflib names them so).
-_ONE = ("arg",)
-_TWO = ("arg1", "arg2")
-_BUILTIN_ARGS = {
-    **{name: () for name in ("RAND", "NOW", "UUID", "STRUUID")},
-    **{name: _ONE for name in (
-        "STR", "LANG", "DATATYPE", "BOUND", "IRI", "URI", "ABS", "CEIL", "FLOOR", "ROUND", "STRLEN",
-        "UCASE", "LCASE", "ENCODE_FOR_URI", "YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS",
-        "TIMEZONE", "TZ", "MD5", "SHA1", "SHA256", "SHA384", "SHA512", "isIRI", "isURI", "isBLANK",
-        "isLITERAL", "isNUMERIC", "BNODE",
-    )},
-    **{name: _TWO for name in (
-        "LANGMATCHES", "CONTAINS", "STRSTARTS", "STRENDS", "STRBEFORE", "STRAFTER", "STRLANG", "STRDT",
-        "sameTerm",
-    )},
-    "IF": ("arg1", "arg2", "arg3"),
-    "REGEX": ("text", "pattern", "flags"),
-    "SUBSTR": ("arg", "start", "length"),
-    "REPLACE": ("arg", "pattern", "replacement", "flags"),
-}  # fmt: skip
-_LIST_BUILTINS = {"CONCAT", "COALESCE"}
-_AGGREGATES = {
-    "Aggregate_Count": "COUNT", "Aggregate_Sum": "SUM", "Aggregate_Min": "MIN", "Aggregate_Max": "MAX",
-    "Aggregate_Avg": "AVG", "Aggregate_Sample": "SAMPLE", "Aggregate_GroupConcat": "GROUP_CONCAT",
-}  # fmt: skip
-# The constructs the writer refuses by name: what is said, and what to write instead.
-_NOT_WRITTEN = {
-    "ConstructQuery": ("CONSTRUCT queries are not allowed: only SELECT and ASK run.",
-                       "Rewrite it as a SELECT, e.g. SELECT ?s ?p ?o WHERE { ... }."),
-    "DescribeQuery": ("DESCRIBE queries are not allowed: only SELECT and ASK run.",
-                      "Rewrite it as a SELECT, e.g. SELECT ?p ?o WHERE { <iri> ?p ?o }."),
-    "InversePath": ("An inverse step inside a negated property set, !(^p), is not allowed: kg-mcp cannot write it back.",
-                    "List the inverse step with ^ outside the !(...)."),
-    "DistinctPath": ("DISTINCT(path) is not allowed: it is not SPARQL 1.1.", "Use SELECT DISTINCT instead."),
-}  # fmt: skip
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+# Where an IRI stands in a triple pattern, for the check against the KG: a relation, the class of
+# `?x a C` (rdf:type), or a node (subject or object).
+PREDICATE, CLASS, NODE = "predicate", "class", "node"
+
+@dataclass(frozen=True)
+class Written:
+    """A query as kg-mcp writes it: `text`, and the same text in parts, for pages.
+
+    `text` is `head`, then ORDER BY `order` (when it has one), then its LIMIT and OFFSET, then
+    `tail` (a VALUES block after the query). `keys`: the variables a page orders by after `order`,
+    so that every row has one place (the projected ones, or the query's variables for SELECT *).
+    `terms`: (position, IRI, certain) of every IRI of a triple pattern, in order, once each; certain
+    where every answer row matched it (so an answer with rows shows the KG has it there)."""
+
+    text: str
+    form: str  # 'SelectQuery' or 'AskQuery'
+    head: str = ""
+    order: str = ""
+    limit: int | None = None
+    offset: int | None = None
+    tail: str = ""
+    keys: tuple[str, ...] = ()
+    terms: tuple[tuple[str, str, bool], ...] = ()
 
 
-def field(node: CompValue, key: str, default=None):
-    """A field of a parse-tree node (CompValue.get returns the key itself when the field is missing)."""
-    return dict.get(node, key, default)
-
-
-def _refuse(node) -> QueryRefused:
-    name = getattr(node, "name", type(node).__name__)
-    message, hint = _NOT_WRITTEN.get(name, (
-        f"The construct {name} is not allowed: kg-mcp runs only the SPARQL 1.1 it can write back itself.",
-        "Rewrite the query with standard SPARQL 1.1 SELECT syntax.",
-    ))
-    return QueryRefused(message, hint)
-
-
-class Writer:
+class Writer(ExpressionWriter):
     """Writes one parsed query (`write`); checks every IRI, service, function and graph on the way."""
 
     def __init__(self, policy: QueryPolicy):
         self.policy = policy
         self.base: str | None = None
-        self.prefixes: dict[str, str] = {}
+        self.prefixes: dict[str, str] = dict(policy.prefixes)  # the query's own PREFIX lines win
         self.out: list[str] = []
+        # What the check against the KG and the pages need (Written), gathered on the way.
+        self._terms: dict[tuple[str, str], bool] = {}
+        self._certain = True  # in a part every answer row matched (not OPTIONAL, UNION, MINUS, EXISTS...)
+        self._in_service = False
+        self._scope: dict[str, None] = {}  # variables in scope in the group being written
+        self._depth = 0  # sub-selects around what is being written
+        self._aggregated_at: set[int] = set()  # depths of sub-selects where an aggregate was written
+        self._marks: dict[str, int] = {}
+        self._limits: dict[str, int] = {}
 
     # --- the query ------------------------------------------------------------------------------
-    def write(self, parsed) -> tuple[str, str]:
-        """(text, form) of the parse `parsed` ([prologue, query])."""
+    def write(self, parsed) -> Written:
+        """The written form of the parse `parsed` ([prologue, query])."""
         prologue, query = parsed[0], parsed[1]
         for declaration in prologue:
             self._declare(declaration)
         name = getattr(query, "name", None)
+        keys: list[str] = []
         if name == "SelectQuery":
-            self._select(query, top=True)
+            keys = self._select(query, top=True)
         elif name == "AskQuery":
             self._emit("ASK")
             self._dataset(query)
-            self._where(query)
+            self._where(query, top=True)
         else:
-            raise _refuse(query)
-        return " ".join(self.out), name
+            raise refuse(query)
+        if 0 in self._aggregated_at and not field(query, "groupby"):
+            # One row (COUNT 0) even when nothing matched: rows prove no pattern's IRIs.
+            self._terms = dict.fromkeys(self._terms, False)
+        order, limit, values = self._marks["order"], self._marks["limit"], self._marks["values"]
+        return Written(
+            text=" ".join(self.out),
+            form=name,
+            head=" ".join(self.out[:order]),
+            order=" ".join(self.out[order + 2 : limit]),  # past ORDER BY
+            limit=self._limits.get("limit"),
+            offset=self._limits.get("offset"),
+            tail=" ".join(self.out[values:]),
+            keys=tuple(keys),
+            terms=tuple((position, iri, certain) for (position, iri), certain in self._terms.items()),
+        )
 
     def _declare(self, declaration: CompValue) -> None:
         if declaration.name == "Base":
@@ -137,27 +138,32 @@ class Writer:
         elif declaration.name == "PrefixDecl":
             self.prefixes[field(declaration, "prefix", "")] = self._resolved(str(declaration["iri"]))
         else:
-            raise _refuse(declaration)
+            raise refuse(declaration)
 
-    def _select(self, query: CompValue, *, top: bool) -> None:
+    def _select(self, query: CompValue, *, top: bool) -> list[str]:
+        """Writes a SELECT; returns the variables of its rows (for SELECT *, those in scope)."""
         self._emit("SELECT")
         if modifier := field(query, "modifier"):
             self._emit(str(modifier).upper())
         projection = field(query, "projection")
         if not projection:
             self._emit("*")
+        projected = []
         for item in projection or ():
             if item.name != "vars":
-                raise _refuse(item)
+                raise refuse(item)
             if "var" in item:
-                self._emit(self._variable(item["var"]))
+                projected.append(self._variable(item["var"]))
+                self._emit(projected[-1])
             else:
                 self._emit("(")
                 self._expression(item["expr"])
-                self._emit("AS", self._variable(item["evar"]), ")")
+                projected.append(self._variable(item["evar"]))
+                self._emit("AS", projected[-1], ")")
         if top:
             self._dataset(query)
-        self._where(query)
+        self._where(query, top=top)
+        return projected or list(self._scope)
 
     def _dataset(self, query: CompValue) -> None:
         if field(query, "datasetClause"):
@@ -167,7 +173,7 @@ class Writer:
         for graph in self.policy.graphs:
             self._emit("FROM", "NAMED", self._checked_iri(graph))
 
-    def _where(self, query: CompValue) -> None:
+    def _where(self, query: CompValue, *, top: bool = False) -> None:
         self._emit("WHERE")
         self._group(query["where"])
         if group := field(query, "groupby"):
@@ -178,14 +184,22 @@ class Writer:
             self._emit("HAVING")
             for condition in having["condition"]:
                 self._bracketed(condition)
+        if top:
+            self._marks["order"] = len(self.out)
         if order := field(query, "orderby"):
             self._emit("ORDER", "BY")
             for condition in order["condition"]:
                 self._order_condition(condition)
+        if top:
+            self._marks["limit"] = len(self.out)
         if limits := field(query, "limitoffset"):
             for word in ("limit", "offset"):
                 if (value := field(limits, word)) is not None:
                     self._emit(word.upper(), str(int(value)))
+                    if top:
+                        self._limits[word] = int(value)
+        if top:
+            self._marks["values"] = len(self.out)
         if values := field(query, "valuesClause"):
             self._values(values)
 
@@ -203,7 +217,7 @@ class Writer:
 
     def _order_condition(self, condition: CompValue) -> None:
         if condition.name != "OrderCondition":
-            raise _refuse(condition)
+            raise refuse(condition)
         expression = condition["expr"]
         if order := field(condition, "order"):
             self._emit(str(order).upper())
@@ -218,12 +232,21 @@ class Writer:
         """`{ ... }`: a sub-select or the parts of a group."""
         self._emit("{")
         if group.name == "SubSelect":
-            self._select(group, top=False)
+            # Its own scope: only its rows' variables reach the group around it. Its patterns are not
+            # proven by rows (an aggregate gives a row of 0; LIMIT, OPTIONAL around it).
+            outer, certain, self._scope, self._certain = self._scope, self._certain, {}, False
+            self._depth += 1
+            try:
+                projected = self._select(group, top=False)
+            finally:
+                self._depth -= 1
+                self._scope, self._certain = outer, certain
+            self._scope.update(dict.fromkeys(projected))
         elif group.name == "GroupGraphPatternSub":
             for part in field(group, "part") or ():
                 self._part(part)
         else:
-            raise _refuse(group)
+            raise refuse(group)
         self._emit("}")
 
     def _part(self, part: CompValue) -> None:
@@ -232,13 +255,20 @@ class Writer:
             for triples in part["triples"]:
                 self._triples(triples)
         elif name == "GroupOrUnionGraphPattern":
-            for i, group in enumerate(part["graph"]):
-                if i:
-                    self._emit("UNION")
-                self._group(group)
-        elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
-            self._emit("OPTIONAL" if name == "OptionalGraphPattern" else "MINUS")
-            self._group(part["graph"])
+            branches = part["graph"]
+            with self._uncertain(len(branches) > 1):
+                for i, group in enumerate(branches):
+                    if i:
+                        self._emit("UNION")
+                    self._group(group)
+        elif name == "OptionalGraphPattern":
+            self._emit("OPTIONAL")
+            with self._uncertain():
+                self._group(part["graph"])
+        elif name == "MinusGraphPattern":
+            self._emit("MINUS")
+            with self._uncertain(scoped=False):
+                self._group(part["graph"])
         elif name == "GraphGraphPattern":
             self._graph(part)
         elif name == "ServiceGraphPattern":
@@ -249,23 +279,23 @@ class Writer:
         elif name == "Bind":
             self._emit("BIND", "(")
             self._expression(part["expr"])
-            self._emit("AS", self._variable(part["var"]), ")")
+            self._emit("AS", self._in_scope(part["var"]), ")")
         elif name == "InlineData":
             self._values(part)
         else:
-            raise _refuse(part)
+            raise refuse(part)
 
     def _graph(self, part: CompValue) -> None:
         term = part["term"]
         if isinstance(term, Variable) and self.policy.graphs:
             # GRAPH ?g reads only the graphs of the dataset, whatever the engine does with FROM NAMED.
-            self._emit("{", "VALUES", self._variable(term), "{", *map(self._checked_iri, self.policy.graphs), "}")
+            self._emit("{", "VALUES", self._in_scope(term), "{", *map(self._checked_iri, self.policy.graphs), "}")
             self._emit("GRAPH", self._variable(term))
             self._group(part["graph"])
             self._emit("}")
             return
         if isinstance(term, Variable):
-            self._emit("GRAPH", self._variable(term))
+            self._emit("GRAPH", self._in_scope(term))
         else:
             iri = self._iri_of(term)
             self.policy.check_graph(iri)
@@ -280,7 +310,13 @@ class Writer:
         if field(part, "silent"):
             self._emit("SILENT")
         self._emit(self._checked_iri(iri))
-        self._group(part["graph"])
+        # Its patterns are the other service's (Wikidata's label service), not this KG's.
+        outer, self._in_service = self._in_service, True
+        try:
+            with self._uncertain():
+                self._group(part["graph"])
+        finally:
+            self._in_service = outer
 
     def _triples(self, terms) -> None:
         """One subject's triples, as rdflib flattens them (s p o s p o ...)."""
@@ -290,16 +326,18 @@ class Writer:
         for at in range(0, len(terms), 3):
             subject, verb, obj = terms[at : at + 3]
             self._emit(self._term(subject))
-            self._verb(verb)
+            predicate = self._verb(verb)
             self._emit(self._term(obj), ".")
+            self._note_node(subject, NODE)
+            self._note_node(obj, CLASS if predicate == RDF_TYPE else NODE)
 
     def _values(self, block: CompValue) -> None:
         """VALUES, always in its full form: `VALUES ( ?a ?b ) { ( 1 UNDEF ) }`."""
-        variables = [self._variable(v) for v in field(block, "var") or ()]
+        variables = [self._in_scope(v) for v in field(block, "var") or ()]
         rows = field(block, "value") or []
         if any(not isinstance(row, (list, ParseResults)) for row in rows):
             if len(variables) != 1:
-                raise _refuse(block)
+                raise refuse(block)
             rows = [[row] for row in rows]  # the one-variable form: VALUES ?x { 1 2 }
         self._emit("VALUES", "(", *variables, ")", "{")
         for row in rows:
@@ -313,15 +351,19 @@ class Writer:
         self._emit("}")
 
     # --- paths ----------------------------------------------------------------------------------
-    def _verb(self, verb) -> None:
+    def _verb(self, verb) -> str | None:
+        """Writes a triple's verb; returns its IRI when it is a plain predicate."""
         if isinstance(verb, Variable):
-            self._emit(self._variable(verb))
-            return
+            self._emit(self._in_scope(verb))
+            return None
         single = self._single_iri(verb)
         if single is not None:  # a plain predicate, the one place bif:contains may stand
-            self._emit(self._checked_iri(self._iri_of(single), predicate=True))
-        else:
-            self._emit(self._path(verb))
+            iri = self._iri_of(single)
+            self._emit(self._checked_iri(iri, predicate=True))
+            self._note(PREDICATE, iri)
+            return iri
+        self._emit(self._path(verb))
+        return None
 
     def _single_iri(self, path):
         """The IRI a path is made of when it is just one IRI with no operator, else None."""
@@ -334,150 +376,34 @@ class Writer:
             path = path["part"]
         return path if self._is_iri(path) else None
 
-    def _path(self, path) -> str:
+    def _path(self, path, *, noted: bool = True) -> str:
+        """A property path; its IRIs are noted as predicates (`noted`), but for a negated set's."""
         if self._is_iri(path):
-            return self._checked_iri(self._iri_of(path))
+            iri = self._iri_of(path)
+            if noted:
+                self._note(PREDICATE, iri)
+            return self._checked_iri(iri)
         name = getattr(path, "name", None)
         if name in ("PathAlternative", "PathSequence"):
-            parts = [self._path(p) for p in path["part"]]
+            with self._uncertain(name == "PathAlternative" and len(path["part"]) > 1, scoped=False):
+                parts = [self._path(p, noted=noted) for p in path["part"]]
             joined = f" {'|' if name == 'PathAlternative' else '/'} ".join(parts)
             return joined if len(parts) == 1 else f"( {joined} )"
         if name == "PathElt":
-            inner = self._path(path["part"])
             mod = field(path, "mod")
+            with self._uncertain(str(mod) in ("?", "*"), scoped=False):  # matched by no step at all
+                inner = self._path(path["part"], noted=noted)
             if mod is None:
                 return inner
             if str(mod) not in ("?", "*", "+"):
-                raise _refuse(path)
+                raise refuse(path)
             return f"( {inner} ){mod}"
         if name == "PathEltOrInverse":
-            return f"^ {self._path(path['part'])}"
+            return f"^ {self._path(path['part'], noted=noted)}"
         if name == "PathNegatedPropertySet":
             parts = field(path, "part") or []
-            return "! ( " + " | ".join(self._path(p) for p in parts) + " )"
-        raise _refuse(path)
-
-    # --- expressions ----------------------------------------------------------------------------
-    def _bracketed(self, expression) -> None:
-        self._emit("(")
-        self._expression(expression)
-        self._emit(")")
-
-    def _expression(self, node) -> None:
-        if not isinstance(node, CompValue):
-            self._emit(self._term(node))
-            return
-        name = node.name
-        if name in _CHAINS:
-            others = field(node, "other") or []
-            if not others:
-                self._expression(node["expr"])
-                return
-            self._emit("(")
-            self._expression(node["expr"])
-            for other in others:
-                self._emit(_CHAINS[name])
-                self._expression(other)
-            self._emit(")")
-        elif name == "RelationalExpression":
-            if field(node, "op") is None:
-                self._expression(node["expr"])
-                return
-            op = str(node["op"]).upper()
-            self._emit("(")
-            self._expression(node["expr"])
-            if op in ("IN", "NOT IN"):
-                self._emit(*op.split())
-                self._expression_list(node["other"])
-            elif op in ("=", "!=", "<", ">", "<=", ">="):
-                self._emit(op)
-                self._expression(node["other"])
-            else:
-                raise _refuse(node)
-            self._emit(")")
-        elif name in ("AdditiveExpression", "MultiplicativeExpression"):
-            ops, others = field(node, "op") or [], field(node, "other") or []
-            if not ops:
-                self._expression(node["expr"])
-                return
-            self._emit("(")
-            self._expression(node["expr"])
-            for op, other in zip(ops, others, strict=True):
-                if op not in ("+", "-", "*", "/"):
-                    raise _refuse(node)
-                self._emit(op)
-                self._expression(other)
-            self._emit(")")
-        elif name in _UNARY:
-            self._emit(_UNARY[name])
-            self._expression(node["expr"])
-        elif name == "Function":
-            self._function(node)
-        elif name in _AGGREGATES:
-            self._aggregate(node)
-        elif name.startswith("Builtin_"):
-            self._builtin(node)
-        elif name in ("pname", "literal"):
-            self._emit(self._term(node))
-        else:
-            raise _refuse(node)
-
-    def _expression_list(self, items, call: str = "") -> None:
-        """`( e1 , e2 )`, or `CALL( e1 , e2 )` glued to the name of a call; rdflib gives `()` as rdf:nil."""
-        items = [] if isinstance(items, URIRef) else list(items)
-        self._emit(call + "(")
-        for i, item in enumerate(items):
-            if i:
-                self._emit(",")
-            self._expression(item)
-        self._emit(")")
-
-    def _function(self, node: CompValue) -> None:
-        iri = self._iri_of(node["iri"])
-        self.policy.check_function(iri)
-        self._emit(self._checked_iri(iri) + "(")
-        if field(node, "distinct"):
-            self._emit("DISTINCT")
-        for i, argument in enumerate(field(node, "expr") or []):
-            if i:
-                self._emit(",")
-            self._expression(argument)
-        self._emit(")")
-
-    def _aggregate(self, node: CompValue) -> None:
-        self._emit(_AGGREGATES[node.name] + "(")
-        if field(node, "distinct"):
-            self._emit("DISTINCT")
-        over = node["vars"]
-        if over == "*" and node.name == "Aggregate_Count":
-            self._emit("*")
-        else:
-            self._expression(over)
-        if (separator := field(node, "separator")) is not None:
-            self._emit(";", "SEPARATOR", "=", _string(str(separator)))
-        self._emit(")")
-
-    def _builtin(self, node: CompValue) -> None:
-        keyword = node.name.removeprefix("Builtin_")
-        if keyword in ("EXISTS", "NOTEXISTS"):
-            self._emit(*(("NOT", "EXISTS") if keyword == "NOTEXISTS" else ("EXISTS",)))
-            self._group(node["graph"])
-            return
-        if keyword in _LIST_BUILTINS:
-            self._expression_list(node["arg"], keyword)
-            return
-        if keyword not in _BUILTIN_ARGS:
-            raise _refuse(node)
-        self._emit(keyword + "(")
-        first = True
-        for name in _BUILTIN_ARGS[keyword]:
-            if (argument := field(node, name)) is None:
-                continue
-            if not first:
-                self._emit(",")
-            first = False
-            self._expression(argument)
-        self._emit(")")
+            return "! ( " + " | ".join(self._path(p, noted=False) for p in parts) + " )"
+        raise refuse(path)
 
     # --- terms ----------------------------------------------------------------------------------
     def _term(self, term) -> str:
@@ -491,7 +417,7 @@ class Writer:
         if self._is_iri(term):
             return self._checked_iri(self._iri_of(term))
         if isinstance(term, CompValue) and term.name == "literal":
-            text = _string(str(term["string"]))
+            text = string_literal(str(term["string"]))
             if (lang := field(term, "lang")) is not None:
                 if not _LANGTAG.fullmatch(str(lang)):
                     raise InvalidInput(f"@{str(lang)[:20]} is not a language tag.", "Write tags such as @en or @en-GB.")
@@ -501,7 +427,7 @@ class Writer:
             return text
         if isinstance(term, Literal):
             return self._literal(term)
-        raise _refuse(term)
+        raise refuse(term)
 
     def _literal(self, literal: Literal) -> str:
         """A number or boolean as the grammar writes it; anything else as a typed string."""
@@ -512,8 +438,8 @@ class Writer:
         if datatype == _BOOLEAN and lexical in ("true", "false"):
             return lexical
         if not datatype or literal.language:
-            raise _refuse(literal)
-        return f"{_string(lexical)}^^{self._checked_iri(datatype)}"
+            raise refuse(literal)
+        return f"{string_literal(lexical)}^^{self._checked_iri(datatype)}"
 
     @staticmethod
     def _variable(variable) -> str:
@@ -531,7 +457,7 @@ class Writer:
         if isinstance(term, URIRef):
             return self._absolute(str(term))
         if not (isinstance(term, CompValue) and term.name == "pname"):
-            raise _refuse(term)
+            raise refuse(term)
         prefix = field(term, "prefix", "")
         local = _LOCAL_ESCAPE.sub(lambda m: m.group(1), field(term, "localname", ""))
         if prefix in self.prefixes:
@@ -570,18 +496,41 @@ class Writer:
     def _emit(self, *tokens: str) -> None:
         self.out.extend(tokens)
 
+    # --- what the check and the pages need ------------------------------------------------------
+    def _in_scope(self, variable) -> str:
+        """A variable written where it comes into scope (a pattern, BIND, VALUES, GRAPH ?g)."""
+        written = self._variable(variable)
+        self._scope[written] = None
+        return written
 
-def _string(value: str) -> str:
-    """A short double-quoted string; an error where an engine would read a \\u escape in it again."""
-    escaped = value.translate(_STRING_ESCAPES)
-    if _CODEPOINT_ESCAPE.search(escaped):
-        raise InvalidInput(
-            "A string in the query holds a backslash followed by u or U, which engines read as a \\u escape.",
-            "Write that character itself, or leave the backslash out.",
-        )
-    return f'"{escaped}"'
+    def _note(self, position: str, iri: str) -> None:
+        """An IRI of a triple pattern, for the check against the KG (not a service's own)."""
+        if self._in_service:
+            return
+        key = (position, iri)
+        self._terms[key] = self._terms.get(key, False) or self._certain
+
+    def _note_node(self, term, position: str) -> None:
+        if isinstance(term, Variable):
+            self._scope[self._variable(term)] = None
+        elif self._is_iri(term):
+            self._note(position, self._iri_of(term))
+
+    @contextmanager
+    def _uncertain(self, when: bool = True, *, scoped: bool = True):
+        """Within: patterns an answer row need not have matched (`when`); with not `scoped`, their
+        variables do not come into scope either (MINUS, EXISTS)."""
+        certain, scope = self._certain, self._scope
+        self._certain = certain and not when
+        if not scoped:
+            self._scope = dict(scope)
+        try:
+            yield
+        finally:
+            self._certain = certain
+            self._scope = scope
 
 
-def written(parsed, policy: QueryPolicy) -> tuple[str, str]:
-    """(text, form) of a parsed query under `policy` (module docstring)."""
+def written(parsed, policy: QueryPolicy) -> Written:
+    """The written form of a parsed query under `policy` (module docstring)."""
     return Writer(policy).write(parsed)

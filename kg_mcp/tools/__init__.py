@@ -27,7 +27,7 @@ from kg_mcp.calls.caller import current as current_caller
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics
 from kg_mcp.ranking import ranker_from_env
-from kg_mcp.settings import Settings
+from kg_mcp.settings import Settings, sparql_offered
 from kg_mcp.state import SharedState, SharedStateError
 from kg_mcp.state.memory import InProcessState
 from kg_mcp.tools._render import ToolOutput, bounded_data
@@ -37,7 +37,7 @@ from kg_mcp.tools.follow import FollowResult, follow
 from kg_mcp.tools.relations import ExploreResult, RelationsResult, explore_kg, get_relations
 from kg_mcp.tools.search import SearchResult, search
 from kg_mcp.tools.search_batch import BatchExploreResult, BatchSearchResult
-from kg_mcp.tools.sparql import SparqlResult, sparql
+from kg_mcp.tools.sparql import SparqlResult, sparql, sparql_description
 from kg_mcp.tools.traverse import DEFAULT_TOP_K, MAX_TOP_K, TraverseResult, kgr_search, traversal_key
 from kg_mcp.tools.verify import PathClaim, TripleClaim, VerifyResult, verify
 from kg_mcp.view import VIEW_META
@@ -82,7 +82,7 @@ PLACE_LEASE_S = 5.0  # a long call's place outlives its replica this long (renew
 
 
 def register_tools(server: MCPServer, backend: Backend, settings: Settings, shared: SharedState | None = None) -> None:
-    """Add the KG tools over `backend` to `server` (`sparql` only if settings.sparql_tool); state that
+    """Add the KG tools over `backend` to `server` (`sparql` where kg_mcp.settings.sparql_offered); state that
     outlives a call (kgr_search's traversals) lives in `shared` (kg_mcp.state; this process by default)."""
     annotations = ToolAnnotations(
         read_only_hint=True,
@@ -373,14 +373,18 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
 
         return await run(search_tree, entity, backtrack, top_k, lane="long")
 
-    if settings.sparql_tool:
+    if sparql_offered(settings.sparql_tool):
 
-        @server.tool(name="sparql", annotations=annotations)
+        @server.tool(name="sparql", annotations=annotations, description=sparql_description(backend))
         async def sparql_tool(
-            query: Annotated[str, Field(description="A SPARQL SELECT or ASK query.")],
+            query: Annotated[
+                str, Field(description="A SPARQL SELECT or ASK query; ids as the tools print them (prefixes declared).")
+            ],
+            cursor: Annotated[
+                str, Field(description="The next_cursor of this query's previous page: reads on from there.")
+            ] = "",
         ) -> CallToolResult:
-            """Run a read-only SPARQL SELECT or ASK query; rows are capped and the total is told."""
-            return await run(sparql, query, lane="sparql")
+            return await run(sparql, query, cursor, lane="sparql")
 
 
 def _lane_of_loop(what: str, places: int, share: int, settings: Settings) -> Callable[[], Lane]:
