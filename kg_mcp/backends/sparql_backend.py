@@ -26,6 +26,7 @@ from kg_mcp.backends.base import (
     Rows,
     StoreStats,
     Term,
+    Values,
 )
 from kg_mcp.backends.blank_nodes import BlankNodes, is_blank
 from kg_mcp.backends.engine_answers import Solutions
@@ -74,6 +75,18 @@ def with_precision(value: Term | None, precision: Term | None) -> Term | None:
 def natural_key(text: str) -> tuple:
     """Sort key with digit runs compared as numbers (P580 before P1545)."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def edge_order(row: Neighbour) -> tuple:
+    """An edge's place in `_queries.EDGE_ORDER`: by the predicate's and the value's text (a blank node,
+    whose STR is an error, first), IRIs before literals of the same text, then language and datatype."""
+    value = row.value
+    if isinstance(value, ox.BlankNode):
+        return row.predicate.value, 0, "", False, "", "", value.value
+    literal = isinstance(value, ox.Literal)
+    language = (value.language or "") if literal else ""
+    datatype = value.datatype.value if literal and not value.language else ""
+    return row.predicate.value, 1, value.value, literal, language, datatype, ""
 
 
 def _chunks(items: Sequence, size: int = _VALUES_CHUNK) -> Iterable[Sequence]:
@@ -229,17 +242,28 @@ class SparqlBackend(Backend):
 
     # --- neighbourhoods --------------------------------------------------------------------------
     def neighbours(
-        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int, *,
+        offset: int = 0, values: Values = Values.ANY,
     ) -> list[Neighbour]:
         if is_blank(node):
-            return self._blanks().neighbours(node, direction, predicates, limit)
-        rows, found = self._edges_with_labels(node, direction, predicates, limit)
-        if len(rows) >= limit and any(is_blank(r.value) for r in rows):
-            # Blank nodes never push named values out of a cut listing: the named ones are read
-            # first, blank ones fill what is left.
-            named, more = self._edges_with_labels(node, direction, predicates, limit, named_only=True)
-            found.update(more)
-            rows = (named + [r for r in rows if is_blank(r.value)])[:limit]
+            return self._blanks().neighbours(node, direction, predicates, limit, offset=offset, values=values)
+        if values is Values.ANY and not offset:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit)
+            if len(rows) >= limit and any(is_blank(r.value) for r in rows):
+                # Blank nodes never push named values out of a cut listing: the named ones are read
+                # first, blank ones fill what is left.
+                named, more = self._edges_with_labels(node, direction, predicates, limit, values=Values.NAMED)
+                found.update(more)
+                rows = (named + [r for r in rows if is_blank(r.value)])[:limit]
+            elif self._order_matters:  # all of them: in the order every read of them comes in
+                rows.sort(key=edge_order)
+        else:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, offset=offset)
+            if not offset and self._order_matters:
+                if len(rows) < limit:
+                    rows.sort(key=edge_order)
+                else:  # more than this page: read it again in the order every later page is read in
+                    rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, ordered=True)
         # Labels came with the edges. Nodes without one in a preferred language are left to
         # labels(), which also looks in other languages.
         self._remember_labels(found)
@@ -247,16 +271,21 @@ class SparqlBackend(Backend):
             rows = self._with_qualifiers(node, rows)
         return rows
 
+    # An engine's order of unordered rows may change from one query to the next: a listing's pages
+    # are read in EDGE_ORDER, the same in Python for a read that holds them all (a local store reads
+    # its index, whose order holds).
+    _order_matters = True
+
     def _edges_with_labels(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int,
-        *, named_only: bool = False,
+        *, values: Values = Values.ANY, offset: int = 0, ordered: bool = False,
     ) -> tuple[list[Neighbour], dict]:
-        """Up to `limit` edges (only those to IRIs and literals if `named_only`), and the best label
-        in a preferred language (see `_consider_label`) of `node` and of each neighbour that has
-        one: one query."""
+        """Up to `limit` edges (only to `values` of that kind, from the `offset`-th on), and the best
+        label in a preferred language (see `_consider_label`) of `node` and of each neighbour that
+        has one: one query. Past the first page (or `ordered`), in the order of ORDER BY."""
         query = q.neighbours(
             self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages,
-            named_only=named_only,
+            kind=values, offset=offset, ordered=ordered or bool(offset),
         )
         rows: dict[tuple[Term, Term], Neighbour] = {}
         found: dict[Term, tuple[tuple[int, int], str]] = {}
@@ -264,7 +293,10 @@ class SparqlBackend(Backend):
             if s["p"] is not None:  # rows without ?p carry the labels of `node` itself
                 rows.setdefault((s["p"], s["o"]), Neighbour(s["p"], s["o"]))
             self._consider_label(found, s["o"], s["lp"], s["ol"])
-        return list(rows.values())[:limit], found
+        edges = list(rows.values())
+        if ordered or offset:  # the subquery's order may not survive the join with the labels
+            edges.sort(key=edge_order)
+        return edges[:limit], found
 
     def _with_qualifiers(self, node: ox.NamedNode, rows: list[Neighbour]) -> list[Neighbour]:
         """Attach the qualifiers of the statements behind truthy rows (wdt:P69 ← p:P69/ps:P69 + pq:*)."""
@@ -355,11 +387,12 @@ class SparqlBackend(Backend):
         return None  # an endpoint records nothing; counting would mean a query
 
     def count_neighbours(
-        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, *,
+        values: Values = Values.ANY,
     ) -> int:
         if is_blank(node):
-            return self._blanks().count(node, direction, predicates)
-        return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap))
+            return self._blanks().count(node, direction, predicates, values)
+        return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap, values))
 
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
         if is_blank(node):
