@@ -66,6 +66,7 @@ class OntologyQuestion:
     tool: str  # "follow" or "search"
     arguments: dict
     answers: tuple[str, ...]  # compact ids, or literal texts
+    query: str = ""  # the gold SPARQL with the question's subject written in: one well-written query answers it
 
 
 @dataclass
@@ -118,10 +119,14 @@ def questions(graph: rdflib.Graph, compact: Callable[[str], str], *, per_kind: i
                 continue
             shown = tuple(sorted({_text(a, compact) for a in answers}))
             who = compact(str(subject[0] if isinstance(subject, tuple) else subject))
-            drawn.append(OntologyQuestion(f"{kind}:{taken + 1}", kind, text.format(x=who), tool, arguments(subject), shown))
+            drawn.append(OntologyQuestion(f"{kind}:{taken + 1}", kind, text.format(x=who), tool, arguments(subject), shown,
+                                          last_query[0]))
             taken += 1
 
+    last_query = [""]
+
     def ask(query: str, **bound) -> list:
+        last_query[0] = _written(NS + query, bound)
         return [row[0] for row in graph.query(NS + query, initBindings=bound)]
 
     def subjects(query: str) -> list:
@@ -178,6 +183,17 @@ def own_relation(graph: rdflib.Graph) -> URIRef | None:
     used = Counter(p for s, p, o in graph if isinstance(s, URIRef) and isinstance(o, URIRef)
                    and not str(p).startswith((*_MACHINERY, skos)))
     return used.most_common(1)[0][0] if used else None
+
+
+def _written(query: str, bound: dict) -> str:
+    """`query` with its bound variables written in as IRIs: the text a model would send.
+
+    >>> _written("SELECT ?a WHERE { ?x ?p ?a }", {"x": URIRef("http://x/a"), "p": URIRef("http://x/p")})
+    'SELECT ?a WHERE { <http://x/a> <http://x/p> ?a }'
+    """
+    for name, value in bound.items():
+        query = re.sub(rf"\?{name}\b", f"<{value}>", query)
+    return query
 
 
 def _text(term, compact: Callable[[str], str]) -> str:

@@ -118,9 +118,11 @@ class Namer:
             }
         if isinstance(term, ox.BlankNode):
             handle = self.id(term) if self.blank_handles(term) else ""
-            return {"id": handle, "label": str(self.description(term)), "kind": "blank", "datatype": None, "language": None}
+            return {"id": handle, "label": str(self.description(term)), "kind": "blank", "datatype": None, "language": None,
+                    "length": None}
         label = self.label(term)
-        return {"id": self.id(term), "label": clipped(label, MAX_VALUE_CHARS), "kind": "iri", "datatype": None, "language": None}
+        return {"id": self.id(term), "label": clipped(label, MAX_VALUE_CHARS), "kind": "iri", "datatype": None, "language": None,
+                "length": None}
 
     def value_text(self, term: Term) -> str:
         """What the markdown shows for a value: ids as ids, literals as their text (dates shortened),

@@ -12,10 +12,10 @@ A call that asks for them (`anonymous="list"`) lists them, with their content in
 named rows; so does a call about them: one that starts at a blank node, or whose rows are all
 anonymous.
 
-A blank node's kind is what it is built as: a list (rdf:first), an OWL class expression
-(owl:unionOf, owl:intersectionOf, owl:complementOf, owl:oneOf), else its type (owl:Restriction,
-sh:PropertyShape, ...), else a property shape when it has sh:path, else the predicate it starts
-with. A restriction kind also says on how many properties (owl:onProperty) its nodes are.
+A blank node's kind is what it is built as: an OWL class expression (owl:unionOf,
+owl:intersectionOf, owl:complementOf, owl:oneOf), else its type (owl:Restriction,
+sh:PropertyShape, ...), else a list (rdf:first), else a property shape when it has sh:path, else
+"other". A restriction kind also says on how many properties (owl:onProperty) its nodes are.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ KINDS_SHOWN = 8  # kinds named in the line; the rest are summed up as "other"
 _RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 _OWL = "http://www.w3.org/2002/07/owl#"
 _SH = "http://www.w3.org/ns/shacl#"
-_TYPE, _FIRST = ox.NamedNode(_RDF + "type"), ox.NamedNode(_RDF + "first")
+_TYPE, _FIRST, _LIST = ox.NamedNode(_RDF + "type"), ox.NamedNode(_RDF + "first"), ox.NamedNode(_RDF + "List")
 _ON_PROPERTY, _PATH = ox.NamedNode(_OWL + "onProperty"), ox.NamedNode(_SH + "path")
 _OPERATORS = tuple(ox.NamedNode(_OWL + n) for n in ("unionOf", "intersectionOf", "complementOf", "oneOf"))
 _READ = (_TYPE, _FIRST, _ON_PROPERTY, _PATH, *_OPERATORS)
@@ -102,14 +102,14 @@ def _kind(compact, edges) -> str:
     found = {}
     for e in edges:
         found.setdefault(e.predicate, []).append(e.value)
-    if _FIRST in found:
-        return "RDF list"
     for operator in _OPERATORS:
         if operator in found:
             return compact(operator)
-    types = sorted(compact(t) for t in found.get(_TYPE, []) if isinstance(t, ox.NamedNode))
+    types = sorted(compact(t) for t in found.get(_TYPE, []) if isinstance(t, ox.NamedNode) and t != _LIST)
     if types:
         return types[0] if len(types) == 1 else " & ".join(types[:2])
+    if _FIRST in found:
+        return "RDF list"
     if _PATH in found:
         return "property shape"
     return "other"

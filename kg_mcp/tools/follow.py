@@ -280,8 +280,10 @@ def _render(
         head += f" ({len(order):,} named, listed; {len(blank):,} anonymous, " + (
             "summed up below)" if listing.offset == 0 else "summed up on the first page)")
     text = head + ".\n" + "\n".join(lines)
-    rows = [(namer.value_text(t), namer.label(t), str(ends[t])) for t in page]
-    text_rows = table(("entity", "label", "paths"), rows, settings).split("\n")
+    # The paths column only where it tells something: some entity on the page is reached by several.
+    counted = any(ends[t] > 1 for t in page)
+    rows = [(namer.value_text(t), namer.label(t), *([str(ends[t])] if counted else [])) for t in page]
+    text_rows = table(("entity", "label", "paths") if counted else ("entity", "label"), rows, settings).split("\n")
     data = FollowResult(
         branches=[
             BranchOut(
@@ -366,6 +368,8 @@ def _depths_text(b: Branch) -> str:
         if hop > len(b.walk.sizes):
             continue
         cut = f"; stopped at depth {MAX_DEPTH}, there may be more below" if hop in b.walk.depth_cut else ""
+        if len(depths) == 1 and len(b.steps) == 1 and not cut:
+            continue  # all at depth 1: the hop's size says it
         counts = ", ".join(f"{n:,}" for n in depths) or "no"
         where = f" at depths 1 to {len(depths)}" if len(depths) > 1 else " at depth 1" if depths else ""
         parts.append(f"{b.steps[hop - 1].name}: {counts} new entities{where}{cut}")
