@@ -67,8 +67,8 @@ def neighbours(
     ordered: bool = False,
 ) -> str:
     """Up to `limit` edges (only to neighbours of that `kind`), each with the neighbour's candidate
-    labels (?ol), in one round trip; `ordered`: in EDGE_ORDER, from the `offset`-th on, so that
-    a listing's pages follow one another on any engine.
+    labels (?ol), in one round trip, from the `offset`-th on; `ordered`: in EDGE_ORDER, so that a
+    listing's pages follow one another on any engine.
 
     A neighbour labelled in several languages yields one row per label, so the row limit leaves
     room for them (the caller keeps the first `limit` edges); a second branch, with ?p unbound,
@@ -77,10 +77,12 @@ def neighbours(
     """
     restrict = (values("p", predicates) if predicates else visible(profile, "p", node)) + kind_filter(kind)
     edges = f"{restrict} {edge_pattern(node, direction)}"
-    if ordered:
-        edges = f"{{ SELECT ?p ?o WHERE {{ {edges} }} ORDER BY {EDGE_ORDER} OFFSET {int(offset)} LIMIT {int(limit)} }}"
+    paged = ordered or offset or kind is not Values.ANY  # a listing's page: every page reads the same query
+    if paged:
+        order = f" ORDER BY {EDGE_ORDER}" if ordered else ""
+        edges = f"{{ SELECT ?p ?o WHERE {{ {edges} }}{order} OFFSET {int(offset)} LIMIT {int(limit)} }}"
     if not label_predicates:
-        return f"SELECT ?p ?o WHERE {{ {edges} }}" + ("" if ordered else f" LIMIT {int(limit)}")
+        return f"SELECT ?p ?o WHERE {{ {edges} }}" + ("" if paged else f" LIMIT {int(limit)}")
     langs = ", ".join(_string(lang) for lang in [*languages, ""])
     lang_filter = f"FILTER(LANG(?ol) IN ({langs}))"
     label = f"OPTIONAL {{ {label_pattern('?o', '?ol', label_predicates)} {lang_filter} }}"
@@ -97,6 +99,15 @@ def count_neighbours(
     restrict = (values("p", predicates) if predicates else visible(profile, "p", node)) + kind_filter(kind)
     edges = f"SELECT ?p WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(cap)}"
     return f"SELECT (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }}"
+
+
+def count_kinds(
+    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, cap: int
+) -> str:
+    """Edges (?n) and those to blank nodes (?b) among the first `cap`: one read of them for both."""
+    restrict = values("p", predicates) if predicates else visible(profile, "p", node)
+    edges = f"SELECT ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(cap)}"
+    return f"SELECT (COUNT(*) AS ?n) (SUM(IF(isBlank(?o), 1, 0)) AS ?b) WHERE {{ {{ {edges} }} }}"
 
 
 def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction, cap: int) -> str:

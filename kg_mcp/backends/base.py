@@ -153,6 +153,14 @@ class Backend(ABC):
         """Edges of `node` in one direction (only `predicates` if given, only to `values` of that
         kind); at most `count_cap`, which then means "at least that many"."""
 
+    def count_kinds(
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+    ) -> tuple[int, int]:
+        """(named, anonymous) edges of `node` in one direction (only `predicates` if given), counted
+        among its first `count_cap` edges (their sum equal to `count_cap` means "at least")."""
+        return (self.count_neighbours(node, direction, predicates, values=Values.NAMED),
+                self.count_neighbours(node, direction, predicates, values=Values.ANONYMOUS))
+
     @abstractmethod
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
         """`relation_counts` in both directions, outgoing first (one round trip where possible)."""

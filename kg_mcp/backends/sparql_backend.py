@@ -39,6 +39,7 @@ from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
 _MAX_RELATIONS = 2000  # distinct relations listed around one node when its edges are too many to count
+SORTED_UP_TO = 10_000  # edges of a listing an endpoint sorts to page through them (past it, its own order)
 _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
 
 
@@ -257,13 +258,18 @@ class SparqlBackend(Backend):
                 rows = (named + [r for r in rows if is_blank(r.value)])[:limit]
             elif self._order_matters:  # all of them: in the order every read of them comes in
                 rows.sort(key=edge_order)
-        else:
+        elif not self._order_matters:
             rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, offset=offset)
-            if not offset and self._order_matters:
-                if len(rows) < limit:
-                    rows.sort(key=edge_order)
-                else:  # more than this page: read it again in the order every later page is read in
-                    rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, ordered=True)
+        elif offset:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, offset=offset,
+                                                  ordered=self._sorts(node, direction, predicates, values))
+        else:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values)
+            if len(rows) < limit:  # all of them: in the order an ordered read gives
+                rows.sort(key=edge_order)
+            elif self._sorts(node, direction, predicates, values):
+                # More than this page: read it again in the order every later page is read in.
+                rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, ordered=True)
         # Labels came with the edges. Nodes without one in a preferred language are left to
         # labels(), which also looks in other languages.
         self._remember_labels(found)
@@ -273,8 +279,16 @@ class SparqlBackend(Backend):
 
     # An engine's order of unordered rows may change from one query to the next: a listing's pages
     # are read in EDGE_ORDER, the same in Python for a read that holds them all (a local store reads
-    # its index, whose order holds).
+    # its index, whose order holds). Sorting costs the engine the whole listing: past SORTED_UP_TO
+    # edges (a hub) the pages are read in the engine's own order of the same query, which the
+    # engines kg-mcp is tested on (Oxigraph, Virtuoso) keep from one call to the next.
     _order_matters = True
+
+    def _sorts(self, node, direction: Direction, predicates, values: Values) -> bool:
+        """Whether a listing of several pages is read sorted: when sorting it is cheap (its edges
+        counted no further than that)."""
+        query = q.count_neighbours(self.profile, node, direction, predicates, SORTED_UP_TO + 1, values)
+        return self._count(query) <= SORTED_UP_TO
 
     def _edges_with_labels(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int,
@@ -285,7 +299,7 @@ class SparqlBackend(Backend):
         has one: one query. Past the first page (or `ordered`), in the order of ORDER BY."""
         query = q.neighbours(
             self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages,
-            kind=values, offset=offset, ordered=ordered or bool(offset),
+            kind=values, offset=offset, ordered=ordered,
         )
         rows: dict[tuple[Term, Term], Neighbour] = {}
         found: dict[Term, tuple[tuple[int, int], str]] = {}
@@ -294,7 +308,7 @@ class SparqlBackend(Backend):
                 rows.setdefault((s["p"], s["o"]), Neighbour(s["p"], s["o"]))
             self._consider_label(found, s["o"], s["lp"], s["ol"])
         edges = list(rows.values())
-        if ordered or offset:  # the subquery's order may not survive the join with the labels
+        if ordered:  # the subquery's order may not survive the join with the labels
             edges.sort(key=edge_order)
         return edges[:limit], found
 
@@ -393,6 +407,16 @@ class SparqlBackend(Backend):
         if is_blank(node):
             return self._blanks().count(node, direction, predicates, values)
         return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap, values))
+
+    def count_kinds(self, node, direction: Direction, predicates) -> tuple[int, int]:
+        if is_blank(node):
+            blanks = self._blanks()
+            return (blanks.count(node, direction, predicates, Values.NAMED),
+                    blanks.count(node, direction, predicates, Values.ANONYMOUS))
+        for s in self._solutions(q.count_kinds(self.profile, node, direction, predicates, self.count_cap)):
+            n, b = (int(s[v].value) if s[v] is not None else 0 for v in ("n", "b"))
+            return n - b, b
+        return 0, 0
 
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
         if is_blank(node):
