@@ -154,10 +154,14 @@ def test_subclass_closures_equal_rdflib(ontology_store, name, start):
     for step, query in [("rdfs:subClassOf+", "SELECT ?x WHERE { ?c rdfs:subClassOf+ ?x }"),
                         ("~rdfs:subClassOf+", "SELECT ?x WHERE { ?x rdfs:subClassOf+ ?c }")]:
         found = [r.x for r in g.query(query, initNs=rdfs, initBindings={"c": node}) if r.x != node]
-        out = follow(backend, SETTINGS, entity=start, path=[step])
+        out = follow(backend, SETTINGS, entity=start, path=[step], anonymous="list")
+        reached, page = ends(out), out
+        while page.data.next_cursor:  # a long closure comes in pages
+            page = follow(backend, SETTINGS, entity=start, path=[step], anonymous="list", cursor=page.data.next_cursor)
+            reached += ends(page)
         want = {compact(backend, x) for x in found if isinstance(x, rdflib.URIRef)}
-        assert named_ends(backend, out) == want, step
-        assert sum(1 for e in ends(out) if e.kind == "blank") == sum(1 for x in found if isinstance(x, rdflib.BNode))
+        assert {e.id for e in reached if e.kind == "iri"} == want, step
+        assert sum(1 for e in reached if e.kind == "blank") == sum(1 for x in found if isinstance(x, rdflib.BNode))
         depths = out.data.branches[0].depths[0]
         assert sum(depths) == out.data.total == len(set(found))
 

@@ -75,8 +75,10 @@ async def _answer(markers: list[tuple[str, str]], where: str) -> list[str]:
     from kg_mcp.server import build_server
     from kg_mcp.settings import Settings
     from mcp import Client
+    from pydantic import SecretStr
 
-    backend = open_demo(settings=Settings(sparql_tool=True))
+    # A key of the docs' own: the cursors the pages show are the same on every run (a server's are its secret).
+    backend = open_demo(settings=Settings(sparql_tool=True, cursor_key=SecretStr("kg-mcp docs pages")))
     async with Client(build_server(backend, backend.settings)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         return [await _one(client, tools, kind, rest, where) for kind, rest in markers]

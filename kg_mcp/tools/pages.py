@@ -26,6 +26,7 @@ from pydantic import BaseModel
 import pyoxigraph as ox
 
 from kg_mcp.backends import Backend, Direction, Neighbour, Values, graph_access
+from kg_mcp.backends.sparql_backend import natural_key
 from kg_mcp.settings import Settings
 from kg_mcp.tools import cursors
 from kg_mcp.tools.anonymous import CLASSIFIED
@@ -183,9 +184,8 @@ def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence 
         rows = named + blank if listed else named
         return NeighbourPage(rows[offset : offset + cap], len(rows), len(named), len(blank), True, listed,
                              [] if listed or offset else [r.value for r in blank])
-    n_named = backend.count_neighbours(node, way, predicates, values=Values.NAMED)
-    n_blank = backend.count_neighbours(node, way, predicates, values=Values.ANONYMOUS)
-    exact = max(n_named, n_blank) < backend.count_cap
+    n_named, n_blank = backend.count_kinds(node, way, predicates)
+    exact = n_named + n_blank < backend.count_cap
     listed = listed or not n_named
     rows: list[Neighbour] = []
     if offset < n_named and cap:
@@ -205,10 +205,10 @@ def with_more(text: str, more: str) -> str:
 
 
 def shown_key(row: Neighbour) -> tuple:
-    """Where a row is shown on its page: by property, then value (blank nodes last), the same on
-    every engine whatever order it read the rows in (the page is cut first, in the order the
-    listing is read in)."""
-    return isinstance(row.value, ox.BlankNode), str(row.predicate), str(row.value)
+    """Where a row is shown on its page: by property, then value (blank nodes last; numbers in them
+    as numbers, so wdt:P19 comes before wdt:P106), the same on every engine whatever order it read
+    the rows in (the page is cut first, in the order the listing is read in)."""
+    return isinstance(row.value, ox.BlankNode), natural_key(str(row.predicate)), natural_key(str(row.value))
 
 
 def shown_order(rows: Sequence[Neighbour]) -> list[int]:

@@ -27,10 +27,11 @@ from kg_mcp.tools.anonymous import (
     check_anonymous,
     lists_anonymous,
 )
-from kg_mcp.tools.pages import Listing, NeighbourPage, Paged, json_chars, neighbour_page, shown_order, with_more
+from kg_mcp.tools.pages import JSON_ROOM, Listing, NeighbourPage, Paged, json_chars, neighbour_page, shown_order, with_more
 from kg_mcp.tools.search_batch import search_many
 
 MAX_FILTERS = 50
+IDENTIFIER_EXAMPLES = 3  # external identifiers the property view's one line names
 
 
 class QualifierRow(BaseModel):
@@ -66,6 +67,8 @@ class SearchResult(Paged):
     properties: list[PropertyCount] = []  # the property view: as many as this page shows, then the identifiers
     properties_total: int = 0  # distinct properties in the property view
     properties_shown: int = 0  # properties listed on this page
+    identifiers: int = 0  # external-identifier properties, summed up in one line (those that fit follow the listed ones)
+    identifier_rows: int = 0  # their rows
     anonymous: AnonymousSummary | None = None  # the anonymous values, summed up instead of listed
 
 
@@ -257,22 +260,33 @@ def _property_view(backend: Backend, settings: Settings, listing: Listing, node,
     page = listed[listing.offset :]
     lines = table(("property", "propertyLabel", "rows"), [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in page],
                   settings).split("\n")
+    examples = kept[:IDENTIFIER_EXAMPLES]
     data = SearchResult(
         entity=namer.out(node), direction=way.value, view="properties", total=total, total_exact=exact, shown=0,
-        truncated=True, properties=kept, properties_total=len(props), offset=listing.offset,
+        truncated=True, properties=examples, properties_total=len(props), offset=listing.offset,
+        identifiers=len(kept), identifier_rows=sum(p.rows for p in kept),
     )
     json_rows = [p.model_dump() for p in page]
+    used = json_chars(data.model_dump(mode="json"))
     fits = listing.fit(lines[2:], json_rows, text_used=len(head) + len(foot) + len(lines[0]) + len(lines[1]) + 2,
-                       json_used=json_chars(data.model_dump(mode="json")))
+                       json_used=used)
     token, more = listing.more(fits, len(listed))
     text = head + "\n" + "\n".join(lines[: 2 + fits]) + foot
-    # the properties listed in the text, then the identifiers its one line sums up
-    data.properties = page[:fits] + kept
+    # The properties listed in the text, then the identifiers its one line sums up: those it names,
+    # and as many more as the page has room for (their number and rows are told whatever fits).
+    room = listing.budget - JSON_ROOM - used - sum(json_chars(row) + 1 for row in json_rows[:fits])
+    more_ids = []
+    for p in kept[len(examples):]:
+        room -= json_chars(p.model_dump()) + 1
+        if room < 0:
+            break
+        more_ids.append(p)
+    data.properties = page[:fits] + examples + more_ids
     data.properties_shown, data.next_cursor = fits, token
     return ToolOutput(with_more(capped(text, settings, "Filter for the properties you need."), more), data)
 
 
-def identifier_line(identifiers: list[PropertyCount], examples: int = 3) -> str:
+def identifier_line(identifiers: list[PropertyCount], examples: int = IDENTIFIER_EXAMPLES) -> str:
     """External identifiers (ISNI, VIAF, ...) summed up in one line instead of a row each."""
     rows = sum(p.rows for p in identifiers)
     some = ", ".join(f"{p.property} ({p.propertyLabel})" for p in identifiers[:examples])
