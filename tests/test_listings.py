@@ -148,7 +148,7 @@ async def test_every_descendant_of_brick_class_is_read_once_through_next_cursor(
             pages, offset, cursor = pages + 1, offset + data["shown"], data["next_cursor"]
             if cursor is None:
                 break
-            assert text.endswith(f'cursor="{cursor}".') and f"of 1,453 shown" in text
+            assert text.endswith(f'cursor="{cursor}".') and "of 1,453 shown" in text
         # A cursor is for its own call: another path, another tool, or one edited, is refused in our words.
         first = (await client.call_tool("follow", arguments)).structured_content["next_cursor"]
         for tool, asked in [("follow", {"entity": "brick:Point", "path": ["~rdfs:subClassOf+"], "cursor": first}),

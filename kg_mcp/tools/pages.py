@@ -21,9 +21,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
 import pyoxigraph as ox
+from pydantic import BaseModel
 
 from kg_mcp.backends import Backend, Direction, Neighbour, Values, graph_access
 from kg_mcp.backends.sparql_backend import natural_key
@@ -95,7 +94,6 @@ def more_line(offset: int, shown: int, total: int | None, cursor: str, *, exact:
     return f'{where}. Next page: call again with the same arguments and cursor="{cursor}".'
 
 
-
 # What the end of a page may still add: the line that says how to read on, with its cursor (text),
 # and the cursor and offset fields (JSON).
 MORE_ROOM = 200 + cursors.MAX_CURSOR_CHARS
@@ -126,12 +124,9 @@ class Listing:
     def budget(self) -> int:
         return self.settings.max_output_chars
 
-    def fit(self, text_rows: Sequence[str], json_rows: Sequence[object], *, text_used: int = 0, json_used: int = 0,
-            most: int | None = None) -> int:
-        """How many of the first rows (at most `most`) this page holds: they fit the budget, as text
-        and as JSON, beside what the page spends otherwise and the line that says how to read on."""
-        if most is not None:
-            text_rows, json_rows = text_rows[:most], json_rows[:most]
+    def fit(self, text_rows: Sequence[str], json_rows: Sequence[object], *, text_used: int = 0, json_used: int = 0) -> int:
+        """How many of the first rows this page holds: they fit the budget, as text and as JSON,
+        beside what the page spends otherwise and the line that says how to read on."""
         return rows_that_fit(text_rows, json_rows, self.budget, text_used=text_used + MORE_ROOM,
                              json_used=json_used + JSON_ROOM)
 
