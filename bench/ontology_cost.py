@@ -10,7 +10,9 @@ ontology's own relation) are drawn from published ontologies as PyPI packages sh
   last line would: the characters of each call's arguments (as JSON) and of every page, and the
   number of calls;
 - by one query, the question's gold SPARQL with its subject written in, run by kg-mcp's own
-  `sparql` tool: the characters of the query and of its compact table (one call).
+  `sparql` tool: the characters of its compact table (one call), and of the query as a model
+  writes it where the server declares its prefixes (issue 39): ids as the tools print them, no
+  PREFIX lines (the full form is what runs here).
 
 The ratio is kg-mcp's characters (written and read) over the query's (written and read), per
 ontology and per kind of question (goal: at most 1.5); each row's note gives the same ratio for
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -66,8 +69,9 @@ def ontology_cost(work: Path, per_kind: int, before: str = BASE_REV) -> list[Row
             for question, (chars, calls, _) in zip(asked, answered):
                 answer = sparql(backend, settings, question.query).text
                 written = calls * len(json.dumps(question.arguments, ensure_ascii=False))  # a cursor's pages: about as long
+                query = len(_as_written(question.query, backend))
                 for key, table in ((name, totals), ("all", totals), (question.kind, kinds)):
-                    for i, n in enumerate((chars, written, calls, len(answer), len(question.query), 1)):
+                    for i, n in enumerate((chars, written, calls, len(answer), query, 1)):
                         table[key][i] += n
         finally:
             backend.close()
@@ -75,6 +79,21 @@ def ontology_cost(work: Path, per_kind: int, before: str = BASE_REV) -> list[Row
     rows += [_row(f"ontology cost, {kind}", *values) for kind, values in sorted(kinds.items())]
     print(_before_after(work, first_pages, before))
     return rows
+
+
+_PREFIX_LINE = re.compile(r"PREFIX\s+\w*:\s*<[^>]*>\s*")
+_IRI = re.compile(r"<([^>]+)>")
+
+
+def _as_written(query: str, backend) -> str:
+    """The query as a model writes it when the server declares its prefixes: no PREFIX lines, ids
+    as the tools print them.
+
+    >>> class B: vocab = type("V", (), {"compact": staticmethod(lambda n: "ex:" + n.value.rsplit("/", 1)[-1])})
+    >>> _as_written("PREFIX a: <http://a/> SELECT ?x WHERE { <http://x/y> a:p ?x }", B)
+    'SELECT ?x WHERE { ex:y a:p ?x }'
+    """
+    return _IRI.sub(lambda m: backend.vocab.compact(ox.NamedNode(m.group(1))), _PREFIX_LINE.sub("", query))
 
 
 def _row(measure: str, read: int, written: int, calls: int, answer: int, query: int, n: int) -> Row:
