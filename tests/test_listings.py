@@ -260,3 +260,21 @@ def test_the_instructions_say_how_many_lie_directly_below_a_root(ontology_store)
         direct = store_count(linkml, f"SELECT (COUNT(DISTINCT ?c) AS ?n) WHERE {{ ?c <{RDFS.subClassOf}> "
                                      f"<{linkml.vocab.parse(root).value}> FILTER(isIRI(?c)) }}")
         assert int(count.replace(",", "")) == direct, root
+
+
+def test_kgr_search_sums_up_the_triples_to_blank_nodes_and_pages_on(ontology_store):
+    from kg_mcp.ranking import LexicalRanker
+    from kg_mcp.tools.traverse import kgr_search
+    from kg_mcp.traversal import Tree
+
+    linkml = ontology_store("linkml")
+    tree = Tree("what is a slot definition a kind of")
+    first = kgr_search(linkml, SETTINGS, tree, LexicalRanker(), "linkml:SlotDefinition", k=5)
+    blank = store_count(linkml, f"SELECT (COUNT(*) AS ?n) WHERE {{ {{ <{LINKML}SlotDefinition> ?p ?o FILTER(isBlank(?o)) }} "
+                                f"UNION {{ ?o ?p <{LINKML}SlotDefinition> FILTER(isBlank(?o)) }} }}")
+    assert first.data.anonymous.total == blank > 100 and first.data.shown == 5
+    assert all("blank" not in (t.subject.kind, t.object.kind) for t in first.data.triples)
+    assert 'kgr_search(entity="linkml:SlotDefinition", anonymous="list")' in first.text
+    again = kgr_search(linkml, SETTINGS, tree, LexicalRanker(), "linkml:SlotDefinition", k=5, cursor=first.data.next_cursor)
+    assert again.data.offset == 5 and not {(t.relation, t.object.id) for t in again.data.triples} & {
+        (t.relation, t.object.id) for t in first.data.triples}
