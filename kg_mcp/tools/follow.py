@@ -29,7 +29,7 @@ import time
 from collections import Counter
 
 import pyoxigraph as ox
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from kg_mcp.calls import deadline as call_deadline
 from kg_mcp.backends import Backend, Direction
@@ -45,7 +45,7 @@ from kg_mcp.tools.anonymous import (
     check_anonymous,
     lists_anonymous,
 )
-from kg_mcp.tools.pages import Listing, Paged, json_chars, with_more
+from kg_mcp.tools.pages import Listing, Paged, with_more
 from kg_mcp.tools.follow_walk import (
     EDGES_PER_FRONTIER_ENTITY,
     MAX_DEPTH,
@@ -102,6 +102,9 @@ class FollowResult(Paged):
     left_out: list[ReachedEntity] = []
     left_out_counted: bool = True
     anonymous: AnonymousSummary | None = None  # the anonymous end entities, summed up instead of listed
+
+
+_ENTITIES = TypeAdapter(list[ReachedEntity])
 
 
 def follow(
@@ -314,12 +317,12 @@ def _render(
     )
     json_rows = [{"entity": namer.term(t), "paths": ends[t]} for t in page]
     fits = listing.fit(text_rows[2:], json_rows, text_used=len(text) + len(text_rows[0]) + len(text_rows[1]) + 2,
-                       json_used=json_chars(data.model_dump(mode="json")))
+                       json_used=len(data.model_dump_json()))
     shown = page[:fits]
     token, more = listing.more(len(shown), len(order))
     if shown:
         text += "\n" + "\n".join(text_rows[: 2 + len(shown)])
-    data.entities = [ReachedEntity.model_validate(row) for row in json_rows[: len(shown)]]
+    data.entities = _ENTITIES.validate_python(json_rows[: len(shown)])  # at once, in pydantic's compiled core
     data.shown, data.next_cursor, data.truncated = len(shown), token, token is not None
     return ToolOutput(with_more(capped(text, settings, "Pass a smaller limit."), more), data)
 

@@ -14,7 +14,7 @@ from kg_mcp.errors import InvalidInput
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, plural, relation_name, table
 from kg_mcp.tools.anonymous import AnonymousSummary, anonymous_line, check_anonymous, lists_anonymous
-from kg_mcp.tools.pages import Listing, Paged, json_chars, with_more
+from kg_mcp.tools.pages import FIELDS_ROOM, Listing, Paged, json_chars, with_more
 from kg_mcp.tools.search_batch import ExploredRelation, explore_anonymous, explore_lists, explore_many, fit_lists
 
 MAX_RELATIONS = 30
@@ -60,15 +60,13 @@ def get_relations(backend: Backend, settings: Settings, entity: str, cursor: str
     lines = table(("relation", "label", "triples"),
                   [(r["relation"], r["label"], str(r["triples"]) if r["exact"] else f"{r['triples']}+") for r in page],
                   settings).split("\n")
-    data = RelationsResult.model_validate(
-        {"entity": namer.term(node), "relations": [], "total": len(rows), "shown": 0, "offset": listing.offset}
-    )
+    fields = {"entity": namer.term(node), "total": len(rows), "offset": listing.offset}
     fits = listing.fit(lines[2:], page, text_used=len(head) + len(foot) + len(lines[0]) + len(lines[1]) + 2,
-                       json_used=json_chars(data.model_dump(mode="json")))
+                       json_used=json_chars(fields) + FIELDS_ROOM)
     token, more = listing.more(fits, len(rows))
     text = head + "\n" + "\n".join(lines[: 2 + fits]) + foot
-    data.relations = [RelationRow.model_validate(r) for r in page[:fits]]
-    data.shown, data.next_cursor = fits, token
+    # Plain data, validated once with its rows in pydantic's compiled core.
+    data = RelationsResult.model_validate({**fields, "relations": page[:fits], "shown": fits, "next_cursor": token})
     return ToolOutput(with_more(capped(text, settings, "Use explore_kg on the relations you need."), more), data)
 
 
@@ -127,20 +125,21 @@ def explore_kg(
     head = f"explore_kg {namer.heading(node)}: {plural(total, 'triple')} (" + "; ".join(notes) + ")."
     foot = "\n" + anonymous_line("anonymous neighbours", anonymous_part) if anonymous_part and not listing.offset else ""
     header = "| relation | entity | label |\n|---|---|---|"
-    data = ExploreResult(entity=namer.out(node), relations=[], offset=listing.offset, anonymous=anonymous_part)
+    fields = {"entity": namer.term(node), "offset": listing.offset,
+              "anonymous": anonymous_part.model_dump() if anonymous_part else None}
     per = fit_lists(listing, lists, text_rows, json_rows, text_used=len(head) + len(foot) + len(header) + 2,
-                    json_used=json_chars(data.model_dump(mode="json")) + 200 * len(lists))
+                    json_used=json_chars(fields) + FIELDS_ROOM + 200 * len(lists))
     longest = max((item.page.total for item in lists), default=0)
     token, more = listing.more(per, longest, of_each="relation", left=any(
         listing.offset + item.shown < item.page.total for item in lists))
     shown_rows = [r for item, rows in zip(lists, text_rows) for r in rows[: item.shown]]
     text = head + "\n" + header + "".join("\n" + r for r in shown_rows) + foot
-    data.relations = [
-        ExploredRelation(relation=relation_name(namer, item.predicate, item.direction),
-                         label=namer.predicate_label(item.predicate), total=item.page.named + item.page.blank,
-                         shown=item.shown, neighbours=[TermOut.model_validate(v) for v in values[: item.shown]],
-                         anonymous=item.page.blank)
+    # Plain data, validated once with its rows in pydantic's compiled core.
+    relations_out = [
+        {"relation": relation_name(namer, item.predicate, item.direction), "label": namer.predicate_label(item.predicate),
+         "total": item.page.named + item.page.blank, "shown": item.shown, "neighbours": values[: item.shown],
+         "anonymous": item.page.blank}
         for item, values in zip(lists, json_rows)
     ]
-    data.next_cursor = token
+    data = ExploreResult.model_validate({**fields, "relations": relations_out, "next_cursor": token})
     return ToolOutput(with_more(capped(text, settings, "Explore fewer relations at once."), more), data)

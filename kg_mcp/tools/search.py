@@ -27,7 +27,7 @@ from kg_mcp.tools.anonymous import (
     check_anonymous,
     lists_anonymous,
 )
-from kg_mcp.tools.pages import JSON_ROOM, Listing, NeighbourPage, Paged, json_chars, neighbour_page, shown_order, with_more
+from kg_mcp.tools.pages import FIELDS_ROOM, JSON_ROOM, Listing, NeighbourPage, Paged, json_chars, neighbour_page, shown_order, with_more
 from kg_mcp.tools.search_batch import search_many
 
 MAX_FILTERS = 50
@@ -193,21 +193,19 @@ def _rows_view(
     foot = "\n" + anonymous_line("anonymous values", anonymous) if anonymous is not None and not listing.offset else ""
     md_rows = [(o["property"], o["propertyLabel"], namer.value_text(r.value), value_label(namer, r)) for r, o in zip(rows, out_rows)]
     lines = table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings).split("\n")
-    data = SearchResult.model_validate(
-        {"entity": namer.term(node), "direction": way.value, "view": "rows", "total": page.total, "shown": 0,
-         "truncated": False, "total_exact": page.exact, "offset": listing.offset,
-         "anonymous": anonymous.model_dump() if anonymous else None}
-    )
+    # Plain data, validated once with its rows in pydantic's compiled core.
+    fields = {"entity": namer.term(node), "direction": way.value, "view": "rows", "total": page.total,
+              "total_exact": page.exact, "offset": listing.offset,
+              "anonymous": anonymous.model_dump() if anonymous else None}
     fits = listing.fit(lines[2:], out_rows, text_used=len(head) + len(foot) + len(lines[0]) + len(lines[1]) + 2,
-                       json_used=json_chars(data.model_dump(mode="json")))
+                       json_used=json_chars(fields) + FIELDS_ROOM)
     token, more = listing.more(fits, page.total, exact=page.exact)
     order = shown_order(rows[:fits])  # shown in one order, whatever order the engine read them in
-    kept = [out_rows[i] for i in order]
     text = head + "\n" + "\n".join(lines[:2] + [lines[2 + i] for i in order]) + foot
     tail = whole_values([rows[i].value for i in order], settings) if whole else ""
     text = with_more(capped(text, settings, "Filter for fewer properties to see less at once.", read_whole=not tail) + tail, more)
-    data.rows = [SearchRow.model_validate(o) for o in kept]
-    data.shown, data.next_cursor, data.truncated = fits, token, token is not None
+    data = SearchResult.model_validate({**fields, "rows": [out_rows[i] for i in order], "shown": fits,
+                                        "truncated": token is not None, "next_cursor": token})
     # The structured content may grow past the output cap by what the whole values add, no more:
     # a long listing of short values stays within the cap like any other.
     return ToolOutput(text, data, settings.max_output_chars + len(tail) if tail else None)

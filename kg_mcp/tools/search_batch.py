@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pyoxigraph as ox
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from kg_mcp.calls import deadline, progress
 from kg_mcp.backends import Backend, Direction
@@ -51,6 +51,9 @@ class BatchSearchResult(Paged):
     truncated: bool  # more rows on the next pages, or an entity too large for rows
     rows: list[BatchRow] = []
     anonymous: AnonymousSummary | None = None  # the anonymous values, summed up instead of listed
+
+
+_ROWS = TypeAdapter(list[BatchRow])
 
 
 def _nodes(backend: Backend, refs: list[str]) -> list[tuple[str, ox.NamedNode]]:
@@ -141,7 +144,7 @@ def search_many(
     )
     header = table(headers, [], settings)
     fits = listing.fit(sizes, out_rows, text_used=len(head) + len(foot) + len(header) + 2 + len(" Labels are given once."),
-                       json_used=json_chars(data.model_dump(mode="json")) + 200 * len(parts))
+                       json_used=len(data.model_dump_json()) + 200 * len(parts))
     token, more = listing.more(fits, total_rows)
     order = sorted(range(fits), key=lambda i: (positions[read[i][0]], *shown_key(read[i][1])))
     md_rows, labelled = [], set()
@@ -160,7 +163,7 @@ def search_many(
                    anonymous=page.blank if page else 0)
         for node, view, page in parts
     ]
-    data.rows = [BatchRow.model_validate(out_rows[i]) for i in order]
+    data.rows = _ROWS.validate_python([out_rows[i] for i in order])  # at once, in pydantic's compiled core
     data.shown, data.next_cursor = fits, token
     data.truncated = token is not None or any(view == "properties" for _, view, _ in parts)
     return ToolOutput(with_more(capped(text, settings, "Ask for fewer entities or properties."), more), data)
@@ -267,13 +270,20 @@ def fit_lists(listing: Listing, lists: list[ExploredList], text_rows: list[list[
     """The most rows of each list that the page holds (the same number of each: one offset reads on
     all of them); at least one, so that every page moves on."""
     longest = max((len(rows) for rows in text_rows), default=0)
+    room = listing.budget - MORE_ROOM
+    whole = text_used + sum(len(r) + 1 for rows in text_rows for r in rows)
+    if whole <= room and json_used + sum(json_chars(rows) for rows in json_rows) <= room:  # most pages: all of it
+        low = high = longest
+    else:
+        text_sizes = [[len(r) + 1 for r in rows] for rows in text_rows]
+        json_sizes = [[json_chars(r) + 1 for r in rows] for rows in json_rows]
+        low, high = 1, longest  # the most rows that fit lies in [low, high]
 
     def fits(n: int) -> bool:
-        text = text_used + sum(len(r) + 1 for rows in text_rows for r in rows[:n])
-        data = json_used + sum(json_chars(r) + 1 for rows in json_rows for r in rows[:n])
-        return max(text, data) <= listing.budget - MORE_ROOM
+        text = text_used + sum(sum(sizes[:n]) for sizes in text_sizes)
+        data = json_used + sum(sum(sizes[:n]) for sizes in json_sizes)
+        return max(text, data) <= room
 
-    low, high = 1, longest  # the most rows that fit lies in [low, high]
     while low < high:
         middle = (low + high + 1) // 2
         low, high = (middle, high) if fits(middle) else (low, middle - 1)
@@ -322,7 +332,7 @@ def explore_many(backend: Backend, settings: Settings, listing: Listing, refs: l
     data = BatchExploreResult(entities=[namer.out(n) for n in nodes], relations=[], total=total, shown=0,
                               offset=listing.offset, anonymous=anonymous_part)
     per = fit_lists(listing, lists, text_rows, json_rows, text_used=len(head) + len(foot) + len(header) + 2,
-                    json_used=json_chars(data.model_dump(mode="json")) + 250 * len(lists))
+                    json_used=len(data.model_dump_json()) + 250 * len(lists))
     longest = max((item.page.total for item in lists), default=0)
     token, more = listing.more(per, longest, of_each="entity's relation", left=any(
         listing.offset + item.shown < item.page.total for item in lists))
