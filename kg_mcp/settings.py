@@ -83,7 +83,9 @@ class Settings(BaseSettings):
         600, ge=100, description="a blank node's inline description ([ p v ; ... ], lists as ( a b )) is cut here"
     )
     max_output_chars: int = Field(
-        60_000, ge=1000, description="hard cap on one tool's markdown output (and, as JSON, on its structured content)"
+        20_000, ge=1000,
+        description="characters of one result (--max-output-chars): a listing's page holds the rows that fit it, as "
+        "text and as JSON alike, and gives a cursor to the next; any other result is cut at it",
     )
     max_value_chars: int = Field(
         100_000, ge=1000,

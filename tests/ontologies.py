@@ -50,6 +50,14 @@ ONTOLOGIES: dict[str, tuple[str, str]] = {
     "linkml-shacl": ("linkml-model", "linkml_model/shacl/meta.shacl.ttl"),
 }
 
+# name -> the ontologies loaded together into one store (tests/conftest.py's ontology_store)
+TOGETHER: dict[str, tuple[str, ...]] = {"linkml": ("linkml-owl", "linkml-shacl")}
+
+
+def ontology_files(name: str) -> list[Path]:
+    """The released files of `name`: one ontology, or several loaded together (TOGETHER)."""
+    return [ontology_file(part) for part in TOGETHER.get(name, (name,))]
+
 
 def ontology_file(name: str) -> Path:
     """The released file of ontology `name`, fetched and cached on first use."""

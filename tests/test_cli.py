@@ -139,6 +139,15 @@ def test_call_find_entities_then_search_spielberg(metaqa_store_dir):
     ]
 
 
+def test_the_budget_is_set_per_server(metaqa_store_dir):
+    """--max-output-chars: a listing's page holds what fits and says how to read on."""
+    asked = json.dumps({"entity": "kg:Steven_Spielberg", "direction": "incoming", "properties_to_filter_for": ["directed_by"]})
+    whole = ok(kg_mcp("call", "--store", str(metaqa_store_dir), "search", asked))
+    small = ok(kg_mcp("call", "--store", str(metaqa_store_dir), "--max-output-chars", "1000", "search", asked))
+    assert "Next page" not in whole and len(small.strip()) <= 1000 < len(whole)
+    assert re.search(r'Rows 1-\d+ of \d+ shown\. Next page: call again with the same arguments and cursor="[\w-]+"\.', small)
+
+
 def test_info_counts_match_the_store(metaqa_store_dir, data_dir):
     counts = info_counts(metaqa_store_dir)
     total, labels = default_graph_counts(metaqa_store_dir)

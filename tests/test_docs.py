@@ -27,6 +27,7 @@ from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from mcp import Client
 from PIL import Image
+from pydantic import SecretStr
 
 ROOT = Path(__file__).resolve().parents[1]
 CALL = re.compile(r"^<!-- kg-mcp (call-error|call) (\S+) ?(.*?) -->$", re.MULTILINE)
@@ -116,8 +117,14 @@ def test_the_tools_page_shows_what_the_tools_answer_on_the_demo_kg(site):
     markers = CALL.findall((ROOT / "docs" / "tools.md").read_text())
     assert len(markers) >= 15
 
+    sys.path.insert(0, str(ROOT / "docs" / "scripts"))
+    try:
+        from reference_pages import DOCS_CURSOR_KEY  # the pages' cursors are signed with it
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "scripts"))
+
     async def replay():
-        backend = open_demo(settings=Settings(sparql_tool=True))
+        backend = open_demo(settings=Settings(sparql_tool=True, cursor_key=SecretStr(DOCS_CURSOR_KEY)))
         async with Client(build_server(backend, backend.settings)) as client:
             return [await client.call_tool(tool, json.loads(arguments or "{}")) for _, tool, arguments in markers]
 

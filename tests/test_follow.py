@@ -74,7 +74,8 @@ def test_follow_intersects_paths_checking_a_hub_branch_backwards(metaqa, setting
 
 def test_follow_from_several_entities_and_limit(metaqa, settings):
     out = follow(metaqa, settings, entities=["kg:Carrie", "kg:Blow_Out"], path=["directed_by"], limit=1)
-    assert out.data.total >= 2 and out.data.shown == 1 and out.data.truncated and "limit 1" in out.text
+    assert out.data.total >= 2 and out.data.shown == 1 and out.data.truncated and "Rows 1-1 of 2 shown" in out.text
+    assert out.data.next_cursor and f'cursor="{out.data.next_cursor}"' in out.text
 
 
 def test_follow_unknown_relation_and_hostile_input(metaqa, settings):
@@ -104,8 +105,11 @@ def test_batched_search_one_table_with_cuts(metaqa, settings):
     assert {(r.entity, r.value.id) for r in out.data.rows} == {(f, g) for f, gs in singles.items() for g in gs}
     assert "| entity | value | valueLabel |" in out.text and "kg:No_Such_Film: not in the KG" in out.text
     limited = search(metaqa, settings, entities=films[:2], properties_to_filter_for=["has_genre", "directed_by"], limit=2)
-    assert limited.data.shown == 2 and limited.data.total > 2 and "limit 2" in limited.text
-    assert "shown" in limited.text  # the cut is said per entity too
+    assert limited.data.shown == 2 and limited.data.total > 2 and f"Rows 1-2 of {limited.data.total} shown" in limited.text
+    rest = search(metaqa, settings, entities=films[:2], properties_to_filter_for=["has_genre", "directed_by"],
+                  cursor=limited.data.next_cursor)  # the next page reads on, whatever its size
+    both = [(r.entity, r.value.id) for page in (limited, rest) for r in page.data.rows]
+    assert len(both) == len(set(both)) == limited.data.total and rest.data.next_cursor is None
     hub = search(metaqa, settings, entities=["kg:Carrie", "kg:Drama"], direction="incoming")
     assert "kg:Drama (Drama): 4" in hub.text and "has_genre" in hub.text
 
@@ -116,7 +120,7 @@ def test_single_entity_search_is_unchanged_and_takes_limit(metaqa, settings):
     assert "| property | propertyLabel | value | valueLabel |" in one.text
     assert search(metaqa, settings, entities=["kg:Carrie"], properties_to_filter_for=["directed_by"]).text == one.text
     few = search(metaqa, settings, "kg:Steven_Spielberg", "incoming", ["directed_by"], limit=3)
-    assert few.data.shown == 3 and few.data.total > 3 and "(limit)" in few.text
+    assert few.data.shown == 3 and few.data.total > 3 and f"Rows 1-3 of {few.data.total} shown" in few.text
     with pytest.raises(InvalidInput):
         search(metaqa, settings, "kg:Carrie", limit=-1)
 
@@ -129,7 +133,9 @@ def test_batched_explore_kg(metaqa, settings):
     assert singles and all(f"| {f} | written_by | {n} |" in out.text for f, n in singles)
     assert out.data.total == len(singles)
     cut = explore_kg(metaqa, settings, entities=films, relations=["written_by"], limit=1)
-    assert cut.data.shown == 1 and "shown 0 of" in cut.text
+    writers = {f: [n.id for r in explore_kg(metaqa, settings, f, ["written_by"]).data.relations for n in r.neighbours] for f in films}
+    assert cut.data.shown == sum(min(1, len(w)) for w in writers.values())  # a page holds the same rows of each
+    assert "Rows 1-1 of each entity's relation shown" in cut.text and cut.data.next_cursor
 
 
 @pytest.fixture(scope="module")

@@ -148,7 +148,7 @@ async def test_over_mcp_sessions_keep_traversals_apart(metaqa):
     server = build_server(metaqa)  # one server, two clients
     async with KGClient.connect(server=server) as first, KGClient.connect(server=server) as second:
         spec = first.tool("kgr_search")
-        assert set(spec.input_schema["properties"]) == {"entity", "question", "backtrack", "session", "top_k"}
+        assert set(spec.input_schema["properties"]) == {"entity", "question", "backtrack", "session", "top_k", "anonymous", "cursor"}
         await first.call_tool("kgr_search", {"entity": "Joel Zwick", "question": "q", "session": "one"})
         await first.call_tool("kgr_search", {"entity": "kg:My_Big_Fat_Greek_Wedding", "question": "q", "session": "one"})
         refused = await second.call_tool("kgr_search", {"backtrack": True, "session": "two"})

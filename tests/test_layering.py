@@ -57,3 +57,53 @@ def test_driver_doctests(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+
+
+# --- the tools package: no tool imports another, no circle -------------------------------------------
+TOOLS = PACKAGE / "tools"
+# The modules that each hold a tool (the registry in tools/__init__.py and the worker processes run them).
+TOOL_MODULES = {"find_entities", "follow", "relations", "search", "sparql", "traverse", "verify"}
+REGISTRY = {"__init__", "processes"}
+
+
+def _tools_imported(path: Path) -> set[str]:
+    """The modules of kg_mcp.tools that `path` imports, anywhere in it (a lazy import inside a function too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[2] for a in node.names if a.name.startswith("kg_mcp.tools."))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "kg_mcp.tools":
+                names.update(a.name for a in node.names if (TOOLS / f"{a.name}.py").exists())
+            elif node.module.startswith("kg_mcp.tools."):
+                names.add(node.module.split(".")[2])
+    return names - {"__init__"}
+
+
+def _tools_graph() -> dict[str, set[str]]:
+    return {p.stem: _tools_imported(p) - {p.stem} for p in TOOLS.glob("*.py")}
+
+
+def test_no_tool_imports_another():
+    """A page is rendered by kg_mcp.tools.pages, shared helpers live below the tools: a tool module
+    imports helpers only (the registry and the worker processes import the tools)."""
+    graph = _tools_graph()
+    assert TOOL_MODULES <= set(graph)
+    offenders = {name: sorted(imported & TOOL_MODULES) for name, imported in graph.items() if name not in REGISTRY}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_tools_package_has_no_import_circle():
+    graph = _tools_graph()
+    circles = []
+
+    def visit(name: str, path: list[str]) -> None:
+        for imported in sorted(graph.get(name, ())):
+            if imported in path:
+                circles.append(path[path.index(imported):] + [imported])
+            elif len(path) < len(graph):
+                visit(imported, path + [imported])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    assert circles == []

@@ -80,46 +80,57 @@ def test_search_unfiltered_hub_lists_properties_with_the_total(hub):
     assert "properties_to_filter_for" in text  # how to narrow
 
 
-def test_search_outgoing_property_view_is_cut_by_characters(hub):
-    out = search(hub, LIMITS, "kg:Hub", "outgoing")
+def _paged(out, total: int) -> str:
+    """A listing's page: within the budget with no cut notice, as many structured rows as the text
+    has, and a last line with the rows shown of `total` and the cursor that reads on."""
     text = _bounded(out.text)
+    assert len(text) <= LIMITS.max_output_chars and "[Output cut" not in text
+    assert out.data.offset == 0 and out.data.next_cursor
+    assert text.endswith(f'Next page: call again with the same arguments and cursor="{out.data.next_cursor}".')
+    assert re.search(rf"Rows 1-\d+ (of each relation )?(of )?.*{total:,}", text.splitlines()[-1])
+    return text
+
+
+def test_search_outgoing_property_view_is_paged_by_characters(hub):
+    out = search(hub, LIMITS, "kg:Hub", "outgoing")
     assert out.data.view == "properties" and out.data.total == HUB_OUT + HUB_RELATIONS + 2
-    _char_cut(text, "Filter for the properties you need.")
+    text = _paged(out, HUB_RELATIONS + 3)
     data = out.data
     assert (data.properties_total, data.properties_shown) == (HUB_RELATIONS + 3, len(data.properties))
     assert 0 < data.properties_shown < data.properties_total
     assert [p.property for p in data.properties] == _table_column(text)
+    assert f"Rows 1-{data.properties_shown} of {HUB_RELATIONS + 3:,} shown" in text
 
 
-def test_search_filtered_is_cut_at_p_rows_and_by_characters(hub):
+def test_search_filtered_is_paged_at_p_rows_and_by_characters(hub):
     out = search(hub, LIMITS, "kg:Hub", "incoming", ["links_to"])
-    text, data = _bounded(out.text), out.data
-    assert (data.total, data.shown, len(data.rows), data.truncated) == (HUB_IN, LIMITS.search_p, LIMITS.search_p, True)
-    assert f"{HUB_IN} rows, showing the first {LIMITS.search_p} (cut). Filter for fewer properties" in text
-    _char_cut(text, "Filter for fewer properties")
+    text, data = _paged(out, HUB_IN), out.data
+    assert data.total == HUB_IN and 0 < data.shown == len(data.rows) <= LIMITS.search_p and data.truncated
+    assert [r.value.id for r in data.rows] == [c for c in _table_column(text)][: data.shown] or data.shown == len(data.rows)
+    assert f"Rows 1-{data.shown} of {HUB_IN:,} shown" in text
+    again = search(hub, LIMITS, "kg:Hub", "incoming", ["links_to"], cursor=data.next_cursor)
+    assert again.data.offset == data.shown and not {r.value.id for r in again.data.rows} & {r.value.id for r in data.rows}
 
 
-def test_get_relations_is_cut_by_characters(hub):
+def test_get_relations_is_paged_by_characters(hub):
     out = get_relations(hub, LIMITS, "kg:Hub")
-    text = _bounded(out.text)
+    text = _paged(out, HUB_RELATIONS + 4)
     assert f"{HUB_RELATIONS + 3} outgoing, 1 incoming" in text  # the totals come first
-    _char_cut(text, "Use explore_kg on the relations you need.")
-    # The structured rows are cut to those the markdown shows, and say so.
+    # The structured rows are those the markdown shows.
     data = out.data
     assert (data.total, data.shown) == (HUB_RELATIONS + 4, len(data.relations))
     assert 0 < data.shown < data.total
     assert [r.relation for r in data.relations] == _table_column(text)
 
 
-def test_explore_kg_says_shown_n_of_m(hub):
+def test_explore_kg_says_each_relations_count_and_pages(hub):
     out = explore_kg(hub, LIMITS, "kg:Hub", ["~links_to", "has_part", "described_as"])
-    text = _bounded(out.text)
+    text = _paged(out, HUB_IN)
     by_name = {r.relation: r for r in out.data.relations}
-    assert (by_name["~links_to"].shown, by_name["~links_to"].total) == (LIMITS.explore_limit, HUB_IN)
-    assert (by_name["has_part"].shown, by_name["has_part"].total) == (LIMITS.explore_limit, HUB_OUT)
-    assert f"~links_to: shown {LIMITS.explore_limit} of {HUB_IN}" in text
-    assert f"has_part: shown {LIMITS.explore_limit} of {HUB_OUT}" in text
-    _char_cut(text, "Explore fewer relations at once.")
+    assert by_name["~links_to"].total == HUB_IN and by_name["has_part"].total == HUB_OUT
+    assert by_name["~links_to"].shown == by_name["has_part"].shown >= 1  # the same rows of each relation
+    assert f"~links_to: {HUB_IN:,}; has_part: {HUB_OUT:,}; described_as: 1" in text
+    assert f"Rows 1-{by_name['has_part'].shown} of each relation shown" in text
 
 
 def test_verify_many_conflicts_is_bounded(hub):

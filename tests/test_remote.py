@@ -79,10 +79,17 @@ def test_search_unfiltered_gives_property_view(remote):
     data = search(remote, settings, "wd:Q42").data
     assert data.view == "properties" and data.truncated and data.shown == 0
     assert data.total > settings.search_k
-    props = {p.property: p for p in data.properties}
+    listed, page = [], data
+    while True:  # the properties come in pages; the external identifiers are summed up on each
+        listed += page.properties[: page.properties_shown]
+        if not page.next_cursor:
+            break
+        page = search(remote, settings, "wd:Q42", cursor=page.next_cursor).data
+    props = {p.property: p for p in listed + data.properties[data.properties_shown :]}
     assert props["wdt:P69"].rows == 2 and props["wdt:P69"].propertyLabel == "educated at"
     assert props["wdt:P106"].propertyLabel == "occupation"
-    assert sum(p.rows for p in data.properties) == data.total
+    assert sum(p.rows for p in listed) + data.identifier_rows == data.total
+    assert len(listed) + data.identifiers == data.properties_total and not any(p.identifier for p in listed)
     # Bookkeeping (labels, statement links, schema:version...) is not listed as facts.
     assert not [p for p in props if p.startswith(("rdfs:", "schema:", "p:", "ps:", "pq:"))]
 

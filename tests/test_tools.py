@@ -79,8 +79,8 @@ def test_search_filtered_cut_at_p_tells_the_total(metaqa):
     small = Settings(search_p=7)
     out = search(metaqa, small, "kg:English", "incoming", ["in_language"])
     assert out.data.shown == 7 == len(out.data.rows)
-    assert out.data.truncated and out.data.total > 7
-    assert f"{out.data.total} rows, showing the first 7 (cut)" in out.text
+    assert out.data.truncated and out.data.total > 7 and out.data.next_cursor
+    assert f"{out.data.total} rows." in out.text and f"Rows 1-7 of {out.data.total:,} shown. Next page:" in out.text
 
 
 def test_search_k_is_configurable(metaqa):
@@ -126,12 +126,13 @@ def test_search_wikidata_property_view_sums_up_external_identifiers(wikidata_loc
 
     out = search(wikidata_local, settings, "wd:Q42")
     props = out.data.properties
-    identifiers = [p for p in props if p.identifier]
-    assert len(props) == 293 and len(identifiers) > 200
+    listed, identifiers = props[: out.data.properties_shown], props[out.data.properties_shown :]
+    assert out.data.properties_total == 293 and out.data.identifiers > 200 and not out.data.next_cursor
+    assert len(listed) + out.data.identifiers == 293 and identifiers and all(p.identifier for p in identifiers)
     # every other property is still listed with its count; identifiers are one line
     for p in props:
         assert (f"| {p.property} |" in out.text) is not p.identifier
-    assert f"Also {len(identifiers)} external-identifier properties" in out.text
+    assert f"Also {out.data.identifiers} external-identifier properties ({out.data.identifier_rows} rows)" in out.text
     assert count_tokens(out.text) <= 1200
     # an identifier is still reachable by name, as the line says
     viaf = search(wikidata_local, settings, "wd:Q42", "outgoing", ["VIAF cluster ID"])
@@ -192,7 +193,8 @@ def test_explore_kg_says_shown_n_of_m(metaqa):
     out = explore_kg(metaqa, Settings(explore_limit=10), "kg:English", ["~in_language"])
     (walked,) = out.data.relations
     assert walked.shown == 10 and walked.total > 10
-    assert f"shown 10 of {walked.total}" in out.text
+    assert f"~in_language: {walked.total:,}" in out.text
+    assert f"Rows 1-10 of each relation shown (the longest has {walked.total:,})" in out.text
 
 
 def test_explore_kg_bad_relations(metaqa, settings):

@@ -124,3 +124,22 @@ def test_a_server_killed_mid_query_leaves_no_process_behind(pathquestion_store_d
             server.wait()
         for pid in group_processes(server.pid):  # what a failed run left: never past this test
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_cursor_a_worker_issued_reads_on_in_another(metaqa_store_dir):
+    """The workers sign cursors with the server's key (a secret is dumped as stars): any of them,
+    and the server's own threads, read on a page another issued."""
+    processes = open_store(metaqa_store_dir, settings=Settings(worker_processes=2))
+    try:
+        async with Client(build_server(processes, processes.settings)) as client:
+            asked = {"entity": "kg:Drama", "path": ["~has_genre"]}
+            seen, cursor = [], None
+            for _ in range(3):
+                page = await client.call_tool("follow", {**asked, **({"cursor": cursor} if cursor else {})})
+                assert not page.is_error, page.content[0].text
+                seen += [e["entity"]["id"] for e in page.structured_content["entities"]]
+                cursor = page.structured_content["next_cursor"]
+            last = page.structured_content
+            assert cursor and last["offset"] > 0 and len(seen) == len(set(seen)) == last["offset"] + last["shown"]
+    finally:
+        processes.close()

@@ -20,11 +20,10 @@ client as a perfect model would make it (never through `sparql`):
 | labels | X's labels in every language | X rdfs:label ?l | search(X, outgoing, [rdfs:label]) |
 | relation | X's values of the ontology's most used own relation R | X R ?o | search(X, outgoing, [R]) |
 
-Where a `follow` shows only some of its end entities and says to raise `limit`, the call is made
-again with the largest limit the note gives, as a model reading it would. The answer a model would read is
-every named row of the call's table (a `follow` entity, a
-`search` value; blank nodes are not named answers), literals whole (a cut cell is read from the
-whole values that follow the table). A question is recalled when every gold answer is there,
+Where a listing ends with a next page (its `next_cursor`), the call is made again with that
+cursor until the last page, as a model reading the note would. The answer a model would read is
+every named row of the pages' tables (a `follow` entity, a `search` value; blank nodes are not
+named answers), literals whole (a cut cell is read from the whole values that follow the table). A question is recalled when every gold answer is there,
 exact when the answers are the gold set (`oracle.score`, after `matching.normalise`). Questions are
 drawn per kind with a fixed seed from the subjects that have an answer; a question whose gold set
 holds a blank node is not drawn (its answer is a description, not a set of names).
@@ -53,7 +52,7 @@ PER_KIND = 12  # questions drawn of each kind
 SEED = 7
 NS = "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> " \
      "PREFIX sh: <http://www.w3.org/ns/shacl#> PREFIX skos: <http://www.w3.org/2004/02/skos/core#> "
-_RAISE = re.compile(r"raise limit, up to ([\d,]+)")  # follow's note when it showed only some end entities
+MAX_PAGES = 50  # pages read of one listing at most
 _WHOLE = re.compile(r"^--- row (\d+), [\d,]+ characters ---\n", re.MULTILINE)
 _MACHINERY = ("http://www.w3.org/1999/02/22-rdf-syntax-ns#", "http://www.w3.org/2000/01/rdf-schema#",
               "http://www.w3.org/2002/07/owl#", "http://www.w3.org/ns/shacl#", "http://datashapes.org/dash#")
@@ -67,6 +66,7 @@ class OntologyQuestion:
     tool: str  # "follow" or "search"
     arguments: dict
     answers: tuple[str, ...]  # compact ids, or literal texts
+    query: str = ""  # the gold SPARQL with the question's subject written in: one well-written query answers it
 
 
 @dataclass
@@ -77,8 +77,9 @@ class Row:
     precision: float
     missing: list[str]
     extra: list[str]
-    chars: int
+    chars: int  # characters of every page read
     error: str | None = None
+    calls: int = 1  # pages read
 
 
 @dataclass
@@ -118,10 +119,14 @@ def questions(graph: rdflib.Graph, compact: Callable[[str], str], *, per_kind: i
                 continue
             shown = tuple(sorted({_text(a, compact) for a in answers}))
             who = compact(str(subject[0] if isinstance(subject, tuple) else subject))
-            drawn.append(OntologyQuestion(f"{kind}:{taken + 1}", kind, text.format(x=who), tool, arguments(subject), shown))
+            drawn.append(OntologyQuestion(f"{kind}:{taken + 1}", kind, text.format(x=who), tool, arguments(subject), shown,
+                                          last_query[0]))
             taken += 1
 
+    last_query = [""]
+
     def ask(query: str, **bound) -> list:
+        last_query[0] = _written(NS + query, bound)
         return [row[0] for row in graph.query(NS + query, initBindings=bound)]
 
     def subjects(query: str) -> list:
@@ -180,6 +185,17 @@ def own_relation(graph: rdflib.Graph) -> URIRef | None:
     return used.most_common(1)[0][0] if used else None
 
 
+def _written(query: str, bound: dict) -> str:
+    """`query` with its bound variables written in as IRIs: the text a model would send.
+
+    >>> _written("SELECT ?a WHERE { ?x ?p ?a }", {"x": URIRef("http://x/a"), "p": URIRef("http://x/p")})
+    'SELECT ?a WHERE { <http://x/a> <http://x/p> ?a }'
+    """
+    for name, value in bound.items():
+        query = re.sub(rf"\?{name}\b", f"<{value}>", query)
+    return query
+
+
 def _text(term, compact: Callable[[str], str]) -> str:
     return str(term) if isinstance(term, Literal) else compact(str(term))
 
@@ -221,20 +237,28 @@ def _whole_values(text: str) -> dict[int, str]:
     return found
 
 
+async def read_pages(kg: KGClient, tool: str, arguments: dict) -> tuple[list, int]:
+    """The call's pages, each read with the cursor the one before gave (as a model reading its last
+    line would), at most MAX_PAGES; and the characters of their texts."""
+    pages = [await kg.call_tool(tool, arguments)]
+    while len(pages) < MAX_PAGES and not pages[-1].is_error and (pages[-1].data or {}).get("next_cursor"):
+        pages.append(await kg.call_tool(tool, {**arguments, "cursor": pages[-1].data["next_cursor"]}))
+    return pages, sum(len(page.text) for page in pages)
+
+
 async def ask_all(kg: KGClient, name: str, asked: list[OntologyQuestion]) -> Result:
-    """Each question's gold call through `kg`, scored against its gold answers. Where a `follow`
-    says it showed only some of its end entities and to raise `limit`, the call is made again with
-    the largest limit, as a model that reads the note would."""
+    """Each question's gold call through `kg`, every page of it, scored against its gold answers."""
     result = Result(name)
     for question in asked:
-        call = await kg.call_tool(question.tool, question.arguments)
-        raise_to = _RAISE.search(call.text) if question.tool == "follow" and not call.is_error else None
-        if raise_to:
-            call = await kg.call_tool("follow", {**question.arguments, "limit": int(raise_to.group(1).replace(",", ""))})
-        answers = {} if call.is_error else read_answers(question.tool, call.text)
+        pages, chars = await read_pages(kg, question.tool, question.arguments)
+        error = next((page for page in pages if page.is_error), None)
+        answers: dict[str, set[str]] = {}
+        for page in pages if error is None else []:
+            for shown, forms in read_answers(question.tool, page.text).items():
+                answers.setdefault(shown, set()).update(forms)
         missing, exact, precision, extra = score(answers, question.answers)
-        result.rows.append(Row(question, not missing, exact, precision, missing, extra, len(call.text),
-                               call.text[:300] if call.is_error else None))
+        result.rows.append(Row(question, not missing, exact, precision, missing, extra, chars,
+                               error.text[:300] if error is not None else None, len(pages)))
     return result
 
 

@@ -44,7 +44,7 @@ from kg_mcp.agents.evaluation.matching import normalise
 from kg_mcp.agents.evaluation.tokens import count_tokens, tokenizer_name
 from kg_mcp.agents.kg_client import KGClient
 
-CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop")
+CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop", "Next page: ")
 MODES = ("sog", "batched", "follow")
 MAX_BATCH = 200  # entities in one batched search (the tool's own cap)
 MAX_EXTRA = 10  # answer entities that are not gold, kept per row to read the misses

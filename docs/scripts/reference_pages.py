@@ -33,6 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 END = "<!-- /kg-mcp -->"
+# A cursor key of the docs' own: the cursors the pages show are the same on every run (a server's
+# key is its secret, or its process's own).
+DOCS_CURSOR_KEY = "kg-mcp docs pages"
 KINDS = "call-error|call|arguments|resource|instructions|settings|help"
 MARKER = re.compile(rf"^<!-- kg-mcp ({KINDS})(?= |(?= -->)) ?(.*?) -->$", re.MULTILINE)
 # A marker, and what the last run wrote after it (up to the end line), if anything.
@@ -75,8 +78,9 @@ async def _answer(markers: list[tuple[str, str]], where: str) -> list[str]:
     from kg_mcp.server import build_server
     from kg_mcp.settings import Settings
     from mcp import Client
+    from pydantic import SecretStr
 
-    backend = open_demo(settings=Settings(sparql_tool=True))
+    backend = open_demo(settings=Settings(sparql_tool=True, cursor_key=SecretStr(DOCS_CURSOR_KEY)))
     async with Client(build_server(backend, backend.settings)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         return [await _one(client, tools, kind, rest, where) for kind, rest in markers]

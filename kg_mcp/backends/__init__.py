@@ -9,7 +9,9 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import _queries as q
 from kg_mcp.backends.endpoint_names import EndpointNames
-from kg_mcp.backends.base import Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats
+from kg_mcp.backends.base import (
+    Backend, Direction, EntityHit, Lookup, Neighbour, Qualifier, RelationCount, Rows, StoreStats, Values,
+)
 from kg_mcp.backends.named_graphs import first_plan, plan_graphs
 from kg_mcp.backends.namespace_discovery import Discovered, discover
 from kg_mcp.backends.oxigraph_store import OxigraphBackend, default_graph_empty, named_data_graphs
@@ -31,6 +33,7 @@ __all__ = [
     "RelationCount",
     "Rows",
     "StoreStats",
+    "Values",
     "open_backend",
     "open_store",
     "open_endpoint",

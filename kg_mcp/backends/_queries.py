@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pyoxigraph as ox
 
-from kg_mcp.backends.base import Direction, Term
+from kg_mcp.backends.base import Direction, Term, Values
 from kg_mcp.namespaces import RDF_TYPE
 from kg_mcp.profiles import Profile
 
@@ -40,6 +40,20 @@ def edge_pattern(node: ox.NamedNode, direction: Direction) -> str:
     return f"{node} ?p ?o ." if direction is Direction.OUTGOING else f"?o ?p {node} ."
 
 
+def kind_filter(kind: Values, var: str = "o") -> str:
+    """A FILTER keeping the neighbours of one kind ('' for any)."""
+    if kind is Values.NAMED:
+        return f" FILTER(!isBlank(?{var}))"
+    if kind is Values.ANONYMOUS:
+        return f" FILTER(isBlank(?{var}))"
+    return ""
+
+
+# The order a listing's edges are read in, page after page: by their text, which every engine compares
+# code point by code point (kg_mcp.backends.sparql_backend.edge_order is the same order in Python).
+EDGE_ORDER = "STR(?p) STR(?o) isLiteral(?o) LANG(?o) STR(DATATYPE(?o)) ?o"
+
+
 def neighbours(
     profile: Profile,
     node: ox.NamedNode,
@@ -49,36 +63,52 @@ def neighbours(
     label_predicates: Sequence[str] = (),
     languages: Sequence[str] = (),
     *,
-    named_only: bool = False,
+    kind: Values = Values.ANY,
+    offset: int = 0,
+    ordered: bool = False,
 ) -> str:
-    """Up to `limit` edges (to IRIs and literals only if `named_only`), each with the neighbour's
-    candidate labels (?ol), in one round trip.
+    """Up to `limit` edges (only to neighbours of that `kind`), each with the neighbour's candidate
+    labels (?ol), in one round trip, from the `offset`-th on; `ordered`: in EDGE_ORDER, so that a
+    listing's pages follow one another on any engine.
 
     A neighbour labelled in several languages yields one row per label, so the row limit leaves
     room for them (the caller keeps the first `limit` edges); a second branch, with ?p unbound,
-    carries the labels of `node` itself. Flat, without a subquery: Oxigraph evaluates it lazily
-    and stops at the limit, which keeps a hub cheap.
+    carries the labels of `node` itself. Unordered, flat, without a subquery: Oxigraph evaluates
+    it lazily and stops at the limit, which keeps a hub cheap.
     """
-    restrict = values("p", predicates) if predicates else visible(profile, "p", node)
-    if named_only:
-        restrict += " FILTER(!isBlank(?o))"
+    restrict = (values("p", predicates) if predicates else visible(profile, "p", node)) + kind_filter(kind)
+    edges = f"{restrict} {edge_pattern(node, direction)}"
+    paged = ordered or offset or kind is not Values.ANY  # a listing's page: every page reads the same query
+    if paged:
+        order = f" ORDER BY {EDGE_ORDER}" if ordered else ""
+        edges = f"{{ SELECT ?p ?o WHERE {{ {edges} }}{order} OFFSET {int(offset)} LIMIT {int(limit)} }}"
     if not label_predicates:
-        return f"SELECT ?p ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(limit)}"
+        return f"SELECT ?p ?o WHERE {{ {edges} }}" + ("" if paged else f" LIMIT {int(limit)}")
     langs = ", ".join(_string(lang) for lang in [*languages, ""])
     lang_filter = f"FILTER(LANG(?ol) IN ({langs}))"
     label = f"OPTIONAL {{ {label_pattern('?o', '?ol', label_predicates)} {lang_filter} }}"
     own = f"BIND({node} AS ?o) {label_pattern('?o', '?ol', label_predicates)} {lang_filter}"
     rows = int(limit) * (len(languages) + 1) + len(languages) + 1
-    return f"SELECT ?p ?o ?lp ?ol WHERE {{ {{ {restrict} {edge_pattern(node, direction)} {label} }} UNION {{ {own} }} }} LIMIT {rows}"
+    return f"SELECT ?p ?o ?lp ?ol WHERE {{ {{ {edges} {label} }} UNION {{ {own} }} }} LIMIT {rows}"
 
 
 def count_neighbours(
-    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, cap: int
+    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, cap: int,
+    kind: Values = Values.ANY,
 ) -> str:
     """Edges counted up to `cap` (a result equal to `cap` means "at least"): a hub is never read whole."""
-    restrict = values("p", predicates) if predicates else visible(profile, "p", node)
+    restrict = (values("p", predicates) if predicates else visible(profile, "p", node)) + kind_filter(kind)
     edges = f"SELECT ?p WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(cap)}"
     return f"SELECT (COUNT(*) AS ?n) WHERE {{ {{ {edges} }} }}"
+
+
+def count_kinds(
+    profile: Profile, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, cap: int
+) -> str:
+    """Edges (?n) and those to blank nodes (?b) among the first `cap`: one read of them for both."""
+    restrict = values("p", predicates) if predicates else visible(profile, "p", node)
+    edges = f"SELECT ?o WHERE {{ {restrict} {edge_pattern(node, direction)} }} LIMIT {int(cap)}"
+    return f"SELECT (COUNT(*) AS ?n) (SUM(IF(isBlank(?o), 1, 0)) AS ?b) WHERE {{ {{ {edges} }} }}"
 
 
 def relation_counts(profile: Profile, node: ox.NamedNode, direction: Direction, cap: int) -> str:

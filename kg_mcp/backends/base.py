@@ -25,6 +25,15 @@ class Direction(str, Enum):
     INCOMING = "incoming"  # the entity is the object
 
 
+class Values(str, Enum):
+    """Which neighbours a listing reads: every one, the named ones (IRIs and literals) or the
+    anonymous ones (blank nodes). Listings page through the named ones and sum the anonymous up."""
+
+    ANY = "any"
+    NAMED = "named"
+    ANONYMOUS = "anonymous"
+
+
 @dataclass(frozen=True)
 class Qualifier:
     predicate: ox.NamedNode
@@ -127,15 +136,30 @@ class Backend(ABC):
         direction: Direction,
         predicates: Sequence[ox.NamedNode] | None,
         limit: int,
+        *,
+        offset: int = 0,
+        values: Values = Values.ANY,
     ) -> list[Neighbour]:
-        """Up to `limit` edges of `node` in one direction, only `predicates` if given."""
+        """Up to `limit` edges of `node` in one direction, only `predicates` if given, only to
+        `values` of that kind, from the `offset`-th on. With NAMED or ANONYMOUS the edges come in
+        an order that holds from call to call (a listing's pages read on with `offset`); with ANY
+        and a cut, the named edges come first."""
 
     @abstractmethod
     def count_neighbours(
-        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, *,
+        values: Values = Values.ANY,
     ) -> int:
-        """Edges of `node` in one direction (only `predicates` if given); at most `count_cap`, which
-        then means "at least that many"."""
+        """Edges of `node` in one direction (only `predicates` if given, only to `values` of that
+        kind); at most `count_cap`, which then means "at least that many"."""
+
+    def count_kinds(
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+    ) -> tuple[int, int]:
+        """(named, anonymous) edges of `node` in one direction (only `predicates` if given), counted
+        among its first `count_cap` edges (their sum equal to `count_cap` means "at least")."""
+        return (self.count_neighbours(node, direction, predicates, values=Values.NAMED),
+                self.count_neighbours(node, direction, predicates, values=Values.ANONYMOUS))
 
     @abstractmethod
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:

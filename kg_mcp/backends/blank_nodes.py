@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 
 from kg_mcp.backends import graph_access, store_patterns
-from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Term
+from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Term, Values
 from kg_mcp.errors import KGError
 
 EDGES_READ = 10_000  # edges of one blank node read at most (each direction); past it counts are "at least"
@@ -85,15 +85,16 @@ class BlankNodes:
             if way is direction and (wanted is None or p in wanted)
         ]
 
-    def neighbours(self, node: ox.BlankNode, direction: Direction, predicates, limit: int) -> list[Neighbour]:
-        found = self.edges(node, direction, predicates)
+    def neighbours(self, node: ox.BlankNode, direction: Direction, predicates, limit: int, *, offset: int = 0,
+                   values: Values = Values.ANY) -> list[Neighbour]:
+        found = [e for e in self.edges(node, direction, predicates) if _of_kind(e[1], values)]
         if predicates:  # in the order the predicates were asked for, as a store reads them
             order = {p: i for i, p in enumerate(dict.fromkeys(predicates))}
             found.sort(key=lambda edge: order[edge[0]])
-        return [Neighbour(p, value) for p, value in found[:limit]]
+        return [Neighbour(p, value) for p, value in found[offset : offset + limit]]
 
-    def count(self, node: ox.BlankNode, direction: Direction, predicates) -> int:
-        return len(self.edges(node, direction, predicates))
+    def count(self, node: ox.BlankNode, direction: Direction, predicates, values: Values = Values.ANY) -> int:
+        return sum(1 for _, value in self.edges(node, direction, predicates) if _of_kind(value, values))
 
     def relation_counts(self, node: ox.BlankNode, direction: Direction) -> list[RelationCount]:
         read = self.read([node])[node]
@@ -118,6 +119,10 @@ class BlankNodes:
 
 def is_blank(term) -> bool:
     return isinstance(term, ox.BlankNode)
+
+
+def _of_kind(term, values: Values) -> bool:
+    return values is Values.ANY or isinstance(term, ox.BlankNode) == (values is Values.ANONYMOUS)
 
 
 # --- reading a blank node's edges ------------------------------------------------------------------

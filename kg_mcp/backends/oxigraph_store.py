@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyoxigraph as ox
 
 from kg_mcp.backends import blank_nodes, graph_access, store_patterns
-from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows
+from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows, Values
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
@@ -177,10 +177,12 @@ class OxigraphBackend(SparqlBackend):
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
     # The ordinary calls' reads, from the store's indexes: no query to parse and plan.
-    def _edges_with_labels(self, node, direction, predicates, limit, *, named_only=False):
+    _order_matters = False  # the index's order holds while the store is served
+
+    def _edges_with_labels(self, node, direction, predicates, limit, *, values=Values.ANY, offset=0, ordered=False):
         outgoing, hidden = direction is Direction.OUTGOING, self._hidden(node, predicates)
-        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit, named_only,
-                           self._graph_terms())
+        pairs = self._read(store_patterns.edges, self.store, node, outgoing, predicates, hidden, limit, values,
+                           self._graph_terms(), offset)
         found = self._labels_here([node, *dict.fromkeys(value for _, value in pairs)])
         return [Neighbour(p, value) for p, value in pairs], found
 
@@ -249,10 +251,10 @@ class OxigraphBackend(SparqlBackend):
             return super().relations_around(node)
         return self.relation_counts(node, Direction.OUTGOING) + self.relation_counts(node, Direction.INCOMING)
 
-    def count_neighbours(self, node, direction, predicates):
-        stats = self._hub_stats(node, direction)
+    def count_neighbours(self, node, direction, predicates, *, values=Values.ANY):
+        stats = self._hub_stats(node, direction) if values is Values.ANY else None
         if stats is None:
-            return super().count_neighbours(node, direction, predicates)
+            return super().count_neighbours(node, direction, predicates, values=values)
         if predicates:
             return sum(stats.get(p.value, 0) for p in predicates)
         return sum(n for p, n in stats.items() if not self.profile.is_hidden(p))

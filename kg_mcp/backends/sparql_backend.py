@@ -26,6 +26,7 @@ from kg_mcp.backends.base import (
     Rows,
     StoreStats,
     Term,
+    Values,
 )
 from kg_mcp.backends.blank_nodes import BlankNodes, is_blank
 from kg_mcp.backends.engine_answers import Solutions
@@ -38,6 +39,7 @@ from kg_mcp.settings import Settings
 
 _VALUES_CHUNK = 200  # terms per VALUES block: keeps requests to endpoints small
 _MAX_RELATIONS = 2000  # distinct relations listed around one node when its edges are too many to count
+SORTED_UP_TO = 10_000  # edges of a listing an endpoint sorts to page through them (past it, its own order)
 _LABEL_CACHE_SIZE = 100_000  # labels kept per backend; stores are read-only while served
 
 
@@ -74,6 +76,18 @@ def with_precision(value: Term | None, precision: Term | None) -> Term | None:
 def natural_key(text: str) -> tuple:
     """Sort key with digit runs compared as numbers (P580 before P1545)."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def edge_order(row: Neighbour) -> tuple:
+    """An edge's place in `_queries.EDGE_ORDER`: by the predicate's and the value's text (a blank node,
+    whose STR is an error, first), IRIs before literals of the same text, then language and datatype."""
+    value = row.value
+    if isinstance(value, ox.BlankNode):
+        return row.predicate.value, 0, "", False, "", "", value.value
+    literal = isinstance(value, ox.Literal)
+    language = (value.language or "") if literal else ""
+    datatype = value.datatype.value if literal and not value.language else ""
+    return row.predicate.value, 1, value.value, literal, language, datatype, ""
 
 
 def _chunks(items: Sequence, size: int = _VALUES_CHUNK) -> Iterable[Sequence]:
@@ -229,17 +243,33 @@ class SparqlBackend(Backend):
 
     # --- neighbourhoods --------------------------------------------------------------------------
     def neighbours(
-        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int, *,
+        offset: int = 0, values: Values = Values.ANY,
     ) -> list[Neighbour]:
         if is_blank(node):
-            return self._blanks().neighbours(node, direction, predicates, limit)
-        rows, found = self._edges_with_labels(node, direction, predicates, limit)
-        if len(rows) >= limit and any(is_blank(r.value) for r in rows):
-            # Blank nodes never push named values out of a cut listing: the named ones are read
-            # first, blank ones fill what is left.
-            named, more = self._edges_with_labels(node, direction, predicates, limit, named_only=True)
-            found.update(more)
-            rows = (named + [r for r in rows if is_blank(r.value)])[:limit]
+            return self._blanks().neighbours(node, direction, predicates, limit, offset=offset, values=values)
+        if values is Values.ANY and not offset:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit)
+            if len(rows) >= limit and any(is_blank(r.value) for r in rows):
+                # Blank nodes never push named values out of a cut listing: the named ones are read
+                # first, blank ones fill what is left.
+                named, more = self._edges_with_labels(node, direction, predicates, limit, values=Values.NAMED)
+                found.update(more)
+                rows = (named + [r for r in rows if is_blank(r.value)])[:limit]
+            elif self._order_matters:  # all of them: in the order every read of them comes in
+                rows.sort(key=edge_order)
+        elif not self._order_matters:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, offset=offset)
+        elif offset:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, offset=offset,
+                                                  ordered=self._sorts(node, direction, predicates, values))
+        else:
+            rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values)
+            if len(rows) < limit:  # all of them: in the order an ordered read gives
+                rows.sort(key=edge_order)
+            elif self._sorts(node, direction, predicates, values):
+                # More than this page: read it again in the order every later page is read in.
+                rows, found = self._edges_with_labels(node, direction, predicates, limit, values=values, ordered=True)
         # Labels came with the edges. Nodes without one in a preferred language are left to
         # labels(), which also looks in other languages.
         self._remember_labels(found)
@@ -247,16 +277,29 @@ class SparqlBackend(Backend):
             rows = self._with_qualifiers(node, rows)
         return rows
 
+    # An engine's order of unordered rows may change from one query to the next: a listing's pages
+    # are read in EDGE_ORDER, the same in Python for a read that holds them all (a local store reads
+    # its index, whose order holds). Sorting costs the engine the whole listing: past SORTED_UP_TO
+    # edges (a hub) the pages are read in the engine's own order of the same query, which the
+    # engines kg-mcp is tested on (Oxigraph, Virtuoso) keep from one call to the next.
+    _order_matters = True
+
+    def _sorts(self, node, direction: Direction, predicates, values: Values) -> bool:
+        """Whether a listing of several pages is read sorted: when sorting it is cheap (its edges
+        counted no further than that)."""
+        query = q.count_neighbours(self.profile, node, direction, predicates, SORTED_UP_TO + 1, values)
+        return self._count(query) <= SORTED_UP_TO
+
     def _edges_with_labels(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, limit: int,
-        *, named_only: bool = False,
+        *, values: Values = Values.ANY, offset: int = 0, ordered: bool = False,
     ) -> tuple[list[Neighbour], dict]:
-        """Up to `limit` edges (only those to IRIs and literals if `named_only`), and the best label
-        in a preferred language (see `_consider_label`) of `node` and of each neighbour that has
-        one: one query."""
+        """Up to `limit` edges (only to `values` of that kind, from the `offset`-th on), and the best
+        label in a preferred language (see `_consider_label`) of `node` and of each neighbour that
+        has one: one query. Past the first page (or `ordered`), in the order of ORDER BY."""
         query = q.neighbours(
             self.profile, node, direction, predicates, limit, self.label_predicates, self.settings.languages,
-            named_only=named_only,
+            kind=values, offset=offset, ordered=ordered,
         )
         rows: dict[tuple[Term, Term], Neighbour] = {}
         found: dict[Term, tuple[tuple[int, int], str]] = {}
@@ -264,7 +307,10 @@ class SparqlBackend(Backend):
             if s["p"] is not None:  # rows without ?p carry the labels of `node` itself
                 rows.setdefault((s["p"], s["o"]), Neighbour(s["p"], s["o"]))
             self._consider_label(found, s["o"], s["lp"], s["ol"])
-        return list(rows.values())[:limit], found
+        edges = list(rows.values())
+        if ordered:  # the subquery's order may not survive the join with the labels
+            edges.sort(key=edge_order)
+        return edges[:limit], found
 
     def _with_qualifiers(self, node: ox.NamedNode, rows: list[Neighbour]) -> list[Neighbour]:
         """Attach the qualifiers of the statements behind truthy rows (wdt:P69 ← p:P69/ps:P69 + pq:*)."""
@@ -355,11 +401,22 @@ class SparqlBackend(Backend):
         return None  # an endpoint records nothing; counting would mean a query
 
     def count_neighbours(
-        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
+        self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None, *,
+        values: Values = Values.ANY,
     ) -> int:
         if is_blank(node):
-            return self._blanks().count(node, direction, predicates)
-        return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap))
+            return self._blanks().count(node, direction, predicates, values)
+        return self._count(q.count_neighbours(self.profile, node, direction, predicates, self.count_cap, values))
+
+    def count_kinds(self, node, direction: Direction, predicates) -> tuple[int, int]:
+        if is_blank(node):
+            blanks = self._blanks()
+            return (blanks.count(node, direction, predicates, Values.NAMED),
+                    blanks.count(node, direction, predicates, Values.ANONYMOUS))
+        for s in self._solutions(q.count_kinds(self.profile, node, direction, predicates, self.count_cap)):
+            n, b = (int(s[v].value) if s[v] is not None else 0 for v in ("n", "b"))
+            return n - b, b
+        return 0, 0
 
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
         if is_blank(node):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyoxigraph as ox
 
-from kg_mcp.backends.base import Term
+from kg_mcp.backends.base import Term, Values
 
 DEFAULT_GRAPH = ox.DefaultGraph()  # what the SPARQL queries read (statistics live in a named graph)
 DEFAULT = (DEFAULT_GRAPH,)
@@ -55,13 +55,16 @@ def edges(
     predicates: Sequence[ox.NamedNode] | None,
     hidden: Callable[[str], bool] | None,
     limit: int,
-    named_only: bool = False,
+    values: Values = Values.ANY,
     graphs: Graphs = DEFAULT,
+    offset: int = 0,
 ) -> list[tuple[ox.NamedNode, Term]]:
     """Up to `limit` (predicate, other end) pairs of `node`, only `predicates` if given (in their
-    order), else those `hidden` does not reject; only those whose other end is no blank node if
-    `named_only`."""
+    order), else those `hidden` does not reject; only those whose other end is of the kind
+    `values` says; the first `offset` of them skipped (the index order holds while the store is
+    served, so a listing's pages read on where the last one ended)."""
     found: list[tuple[ox.NamedNode, Term]] = []
+    skip = offset
     for predicate in dict.fromkeys(predicates) if predicates else [None]:
         if len(found) >= limit:
             break
@@ -71,7 +74,10 @@ def edges(
             if hidden is not None and hidden(p.value):
                 continue
             other = quad.object if outgoing else quad.subject
-            if named_only and isinstance(other, ox.BlankNode):
+            if values is not Values.ANY and isinstance(other, ox.BlankNode) != (values is Values.ANONYMOUS):
+                continue
+            if skip:
+                skip -= 1
                 continue
             found.append((p, other))
             if len(found) >= limit:

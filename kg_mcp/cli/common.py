@@ -44,6 +44,15 @@ def _store_options(func):
                      help="Offer the read-only `sparql` tool, or not (KG_MCP_SPARQL_TOOL). Default: offered over "
                           "stdio and in-process, not over HTTP or SSE."),
         click.option(
+            "--max-output-chars",
+            type=click.IntRange(min=1000),
+            metavar="N",
+            expose_value=False,  # read by _settings, as --prefix is
+            callback=_remember_budget,
+            help="Characters of one result: a listing's page holds the rows that fit, then gives a cursor to the "
+                 "next (KG_MCP_MAX_OUTPUT_CHARS) [20000].",
+        ),
+        click.option(
             "--prefix",
             multiple=True,
             metavar="NAME=IRI",
@@ -82,6 +91,11 @@ def _remember_prefixes(ctx: click.Context, param, values: tuple[str, ...]) -> No
     ctx.meta["kg_mcp.prefixes"] = prefixes
 
 
+def _remember_budget(ctx: click.Context, param, value: int | None) -> None:
+    if value is not None:
+        ctx.meta["kg_mcp.max_output_chars"] = value
+
+
 def _remember_graphs(ctx: click.Context, param, values: tuple[str, ...]) -> None:
     from kg_mcp.settings import graph_iri_problem
 
@@ -104,6 +118,8 @@ def _settings(languages: tuple[str, ...], enable_sparql: bool | None) -> Setting
         overrides["prefixes"] = ctx.meta["kg_mcp.prefixes"]
     if graphs := chosen_graphs():
         overrides["graphs"] = graphs
+    if ctx is not None and ctx.meta.get("kg_mcp.max_output_chars"):
+        overrides["max_output_chars"] = ctx.meta["kg_mcp.max_output_chars"]
     if languages:
         overrides["languages"] = list(languages)
     if enable_sparql is not None:

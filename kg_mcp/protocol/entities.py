@@ -14,8 +14,7 @@ from kg_mcp.backends import Backend, Direction
 from kg_mcp.namespaces import RDF_TYPE
 from kg_mcp.profiles import FREEBASE, WD_PROP
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, capped, table
-from kg_mcp.tools.relations import relation_name
+from kg_mcp.tools._render import Namer, capped, relation_name, table
 
 ENTITY_TEMPLATE = "kg://entity/{id}"
 RELATIONS_SHOWN = 40

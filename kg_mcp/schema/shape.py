@@ -45,6 +45,7 @@ class Root:
     relation: str  # the hierarchy's relation as the tools show it (rdfs:subClassOf)
     below: int  # nodes below it at any depth
     children: tuple[str, ...]  # ids of some nodes directly below it
+    direct: int = 0  # named nodes directly below it, all of them
 
 
 def relation_kind(iri: str, profile: Profile) -> str:
@@ -96,5 +97,7 @@ def hierarchy_roots(kg: Backend, relation: str) -> list[Root]:
             f"OPTIONAL {{ ?d {up} ?c }} }} GROUP BY ?c ORDER BY DESC(?n) ?c LIMIT {CHILDREN_SHOWN}"
         )
         children = tuple(kg.vocab.compact(r["c"]) for r in direct if isinstance(r["c"], ox.NamedNode))
-        roots.append(Root(kg.vocab.compact(top), labels.get(top), kg.vocab.compact(ox.NamedNode(relation)), below, children))
+        count = kg._count(f"SELECT (COUNT(DISTINCT ?c) AS ?n) WHERE {{ ?c {up} {top} FILTER(isIRI(?c) && ?c != {top}) }}")
+        roots.append(Root(kg.vocab.compact(top), labels.get(top), kg.vocab.compact(ox.NamedNode(relation)), below, children,
+                          count))
     return roots

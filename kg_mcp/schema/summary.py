@@ -189,8 +189,7 @@ def _shape(census: Census) -> str:
         lines.append("\nHierarchy roots, with the nodes below each at any depth:")
         for root in census.roots:
             name = f" ({root.label})" if root.label else ""
-            children = ", ".join(f"`{c}`" for c in root.children)
-            lines.append(f"- `{root.id}`{name}: {root.below:,} below by {root.relation}" + (f"; directly {children}" if children else ""))
+            lines.append(f"- `{root.id}`{name}: {root.below:,} below by {root.relation}{_directly(root)}")
     machinery = [r for r in census.relations if r.kind == "machinery"]
     if machinery:
         triples = sum(r.triples for r in machinery)
@@ -198,6 +197,15 @@ def _shape(census: Census) -> str:
         lines.append(f"\nOWL, SHACL and RDFS machinery: {len(machinery):,} relations, {triples:,} triples ({named}"
                      f"{', ...' if len(machinery) > MACHINERY_SHOWN else ''}); a `search` filtered to one reads it.")
     return "\n".join(lines)
+
+
+def _directly(root) -> str:
+    """The nodes directly below a root: how many, and some of them ("; directly 7, e.g. `a`, `b`")."""
+    if not root.children:
+        return ""
+    named = ", ".join(f"`{c}`" for c in root.children)
+    count = max(root.direct, len(root.children))
+    return f"; directly {count:,}, e.g. {named}" if count > len(root.children) else f"; directly {count:,}: {named}"
 
 
 def _names(census: Census) -> str:

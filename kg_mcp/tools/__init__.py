@@ -9,6 +9,7 @@ tool errors that tell the model how to fix the call.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Literal
@@ -54,6 +55,17 @@ Entity = Annotated[
 Entities = Annotated[
     list[str],
     Field(description="Several entities in one call instead of entity: one table with an entity column."),
+]
+
+Cursor = Annotated[
+    str,
+    Field(description="The next_cursor of the call before (same arguments otherwise), to read its next page."),
+]
+
+AnonymousRows = Annotated[
+    Literal["summary", "list"],
+    Field(description='"summary" (the default): named rows listed, blank nodes (OWL restrictions, SHACL shapes, '
+          'lists) counted by kind in one line; "list": blank nodes listed too, with their content.'),
 ]
 
 
@@ -145,6 +157,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
     # Long calls in worker processes (kg_mcp.tools.processes) when settings.worker_processes says so.
     pool = None
     if settings.worker_processes and local and getattr(backend, "path", None):
+        if not settings.cursor_key.get_secret_value():  # the workers sign the cursors the server reads, and back
+            settings = settings.model_copy(update={"cursor_key": SecretStr(secrets.token_urlsafe(32))})
         from kg_mcp.tools.processes import WorkerPool
 
         pool = WorkerPool(backend.path, backend.profile.name, settings, settings.worker_processes)
@@ -158,10 +172,12 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                     out = tool(backend, settings, *args)
         except KGError as error:
             raise ToolError(str(error)) from None
-        return CallToolResult(
-            content=[TextContent(type="text", text=out.text)],
-            structured_content=bounded_data(out.data.model_dump(mode="json"), out.limit_chars or settings.max_output_chars),
-        )
+        data = out.data.model_dump(mode="json")
+        # A listing's page holds as many rows as its text, within the budget (kg_mcp.tools.pages);
+        # any other result is held to the budget here.
+        if "next_cursor" not in data:
+            data = bounded_data(data, out.limit_chars or settings.max_output_chars)
+        return CallToolResult(content=[TextContent(type="text", text=out.text)], structured_content=data)
 
     async def run(tool: Callable[..., ToolOutput], *args, lane: str | None = None) -> CallToolResult:
         """`tool` in its lane (None: a light call, on the event loop on a local store, else a short one)."""
@@ -199,18 +215,22 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             Field(description="Only these properties (ids or labels as listed by an earlier search)."),
         ] = [],
         limit: Annotated[
-            int, Field(ge=0, description="Most rows to return when you need only some (0: the default, all up to 1000).")
+            int, Field(ge=0, description="Most rows a page holds, when you need only some (0: the default, up to 1000).")
         ] = 0,
         entities: Entities = [],
+        anonymous: AnonymousRows = "summary",
+        cursor: Cursor = "",
     ) -> CallToolResult:
         """One-hop neighbours of an entity in one direction, as property | propertyLabel | value | valueLabel rows.
 
         When there are more rows than fit and no filter is given, only the properties (with row
-        counts) are listed: call again with properties_to_filter_for. Literal values (dates,
-        numbers, strings) have an empty label; a long one is cut, ending in …[N of M chars], and a
-        search filtered to that one property gives it whole. A blank node (a SHACL shape, an OWL
-        restriction, a list) shows its content in valueLabel, [ p v ; ... ] or ( a b c ); its
-        _: handle works in every tool.
+        counts) are listed: call again with properties_to_filter_for. Rows come in pages: when
+        more remain, the last line (and next_cursor) gives the cursor that reads on. Literal values
+        (dates, numbers, strings) have an empty label; a long one is cut, ending in …[N of M chars],
+        and a search filtered to that one property gives it whole. Blank nodes (SHACL shapes, OWL
+        restrictions, lists) are counted by kind in one line; with anonymous="list" they are
+        listed, their content in valueLabel, [ p v ; ... ] or ( a b c ); a _: handle works in
+        every tool.
 
         To read the same properties of several entities (every film of a director), pass them
         all in entities: one call instead of one per entity. limit caps the rows when a few will
@@ -218,7 +238,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         """
         rows = (limit or settings.search_p) if properties_to_filter_for else settings.search_k + 1
         heavy = bool(entities) or rows > LIGHT_ROWS
-        return await run(search, entity, direction, properties_to_filter_for, limit, entities, lane="long" if heavy else None)
+        return await run(search, entity, direction, properties_to_filter_for, limit, entities, anonymous, cursor,
+                         lane="long" if heavy else None)
 
     @server.tool(name="follow", annotations=annotations, meta=VIEW_META)
     async def follow_tool(
@@ -238,7 +259,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                 "the entities every path reaches are returned (an intersection)."
             ),
         ] = [],
-        limit: Annotated[int, Field(ge=0, description="Most end entities to list (0: the default, 200).")] = 0,
+        limit: Annotated[int, Field(ge=0, description="Most end entities a page lists (0: the default, 200).")] = 0,
         exclude_through: Annotated[
             Literal["start", "none"],
             Field(
@@ -250,6 +271,8 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             list[str],
             Field(description="Entities (ids or exact labels) whose paths are left out too, as the start's are."),
         ] = [],
+        anonymous: AnonymousRows = "summary",
+        cursor: Cursor = "",
     ) -> CallToolResult:
         """Walk a chain of relations from an entity and list the entities at the end, with how many paths reach each.
 
@@ -263,19 +286,22 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         in SPARQL: every superclass is follow(entity=X, path=["rdfs:subClassOf+"]), every subclass
         path=["~rdfs:subClassOf+"]; the new entities at each depth are counted. Blank nodes (SHACL
         shapes, OWL restrictions, RDF lists) are walked through like any node: a SHACL shape's
-        classes are path=["sh:property", "sh:class"].
+        classes are path=["sh:property", "sh:class"]. Reached as end entities, they are counted by
+        kind in one line (anonymous="list" lists them). End entities come in pages: when more
+        remain, the last line (and next_cursor) gives the cursor that reads on.
 
         Paths back through the start are left out by default: "directors of the films written by
         the writer of X" lists the directors of the writer's *other* films, not X's own director
         unless another film reaches them too. The output says how much that shrank each hop and
         names the end entities reached only that way; exclude_through="none" keeps them.
         """
-        return await run(follow, entity, path, entities, paths, limit, exclude_through, exclude, lane="long")
+        return await run(follow, entity, path, entities, paths, limit, exclude_through, exclude, anonymous, cursor,
+                         lane="long")
 
     @server.tool(name="get_relations", annotations=annotations, meta=VIEW_META)
-    async def get_relations_tool(entity: Entity) -> CallToolResult:
+    async def get_relations_tool(entity: Entity, cursor: Cursor = "") -> CallToolResult:
         """Every relation around an entity with its number of triples: outgoing as rel, incoming as ~rel."""
-        return await run(get_relations, entity)
+        return await run(get_relations, entity, cursor)
 
     @server.tool(name="explore_kg", annotations=annotations, meta=VIEW_META)
     async def explore_kg_tool(
@@ -285,14 +311,19 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             Field(description="Relations from get_relations; ~rel walks backwards (entities whose rel points here)."),
         ] = [],
         entities: Entities = [],
-        limit: Annotated[int, Field(ge=0, description="Most triples to return (0: the default).")] = 0,
+        limit: Annotated[int, Field(ge=0, description="Most triples of each relation a page holds (0: the default, 100).")] = 0,
+        anonymous: AnonymousRows = "summary",
+        cursor: Cursor = "",
     ) -> CallToolResult:
-        """The entities linked to an entity by the chosen relations, with labels; says 'shown N of M' when cut.
+        """The entities linked to an entity by the chosen relations, with labels, each relation's count told.
 
         Pass several entities in entities to walk the same relations from all of them in one call.
+        A page holds the same rows of every relation; when more remain, the last line (and
+        next_cursor) gives the cursor that reads on. Blank nodes are counted by kind in one line
+        (anonymous="list" lists them).
         """
         heavy = bool(entities) or len(relations) * (limit or settings.explore_limit) > LIGHT_ROWS
-        return await run(explore_kg, entity, relations, entities, limit, lane="long" if heavy else None)
+        return await run(explore_kg, entity, relations, entities, limit, anonymous, cursor, lane="long" if heavy else None)
 
     @server.tool(name="verify", annotations=annotations)
     async def verify_tool(
@@ -342,7 +373,9 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
             str | None,
             Field(description="A traversal id of your choosing, one per question (needed over stateless HTTP to backtrack)."),
         ] = None,
-        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="Most triples to return.")] = DEFAULT_TOP_K,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="Most triples a page holds.")] = DEFAULT_TOP_K,
+        anonymous: AnonymousRows = "summary",
+        cursor: Annotated[str, Field(description="The next_cursor of an earlier page of this entity's triples.")] = "",
     ) -> CallToolResult:
         """Triples around an entity (both directions), ranked by relevance to the question, top k.
 
@@ -371,7 +404,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
                 taken.answer = {"text": out.text, "data": out.data.model_dump(mode="json")}
                 return out
 
-        return await run(search_tree, entity, backtrack, top_k, lane="long")
+        return await run(search_tree, entity, backtrack, top_k, anonymous, cursor, lane="long")
 
     if sparql_offered(settings.sparql_tool):
 

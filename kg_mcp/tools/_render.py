@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp.backends import Backend
+from kg_mcp.backends import Backend, Direction, Neighbour
 from kg_mcp.backends.base import Term
 from kg_mcp.quoting import clipped
 from kg_mcp.settings import Settings
@@ -118,9 +118,11 @@ class Namer:
             }
         if isinstance(term, ox.BlankNode):
             handle = self.id(term) if self.blank_handles(term) else ""
-            return {"id": handle, "label": str(self.description(term)), "kind": "blank", "datatype": None, "language": None}
+            return {"id": handle, "label": str(self.description(term)), "kind": "blank", "datatype": None, "language": None,
+                    "length": None}
         label = self.label(term)
-        return {"id": self.id(term), "label": clipped(label, MAX_VALUE_CHARS), "kind": "iri", "datatype": None, "language": None}
+        return {"id": self.id(term), "label": clipped(label, MAX_VALUE_CHARS), "kind": "iri", "datatype": None, "language": None,
+                "length": None}
 
     def value_text(self, term: Term) -> str:
         """What the markdown shows for a value: ids as ids, literals as their text (dates shortened),
@@ -148,6 +150,24 @@ class Namer:
             return f"{self.id(node)} {self.description(node)}"
         label = self.label(node)
         return f"{self.id(node)} ({label})" if label else self.id(node)
+
+
+def value_label(namer: Namer, row: Neighbour) -> str:
+    """A row's valueLabel cell; qualifiers ride along in it: "St John's College [start time: 1971; end time: 1974]"."""
+    label = namer.label(row.value) or ""
+    if not row.qualifiers:
+        return label
+    parts = "; ".join(
+        f"{namer.predicate_label(qual.predicate)}: {namer.label(qual.value) or namer.value_text(qual.value)}"
+        for qual in row.qualifiers
+    )
+    return f"{label} [{parts}]".strip()
+
+
+def relation_name(namer: Namer, predicate: ox.NamedNode, direction: Direction) -> str:
+    """A relation as the tools write it: `rel` outgoing, `~rel` walked backwards."""
+    name = namer.id(predicate)
+    return name if direction is Direction.OUTGOING else f"~{name}"
 
 
 def bounded_data(data: dict, max_output_chars: int) -> dict:

@@ -15,7 +15,8 @@ class the subject already is or is under (disjointness holds down both hierarchi
 claim against a stated owl:differentFrom, and another value of a declared owl:FunctionalProperty.
 Another superclass, type or label is no conflict: those relations hold many values at once.
 
-Every walk is breadth-first, one round trip per level and step, through named nodes only (a blank
+A class is its own subclass where a cycle of stated rdfs:subClassOf (or owl:equivalentClass) leads
+back to it: the chain is the cycle. Every walk is breadth-first, one round trip per level and step, through named nodes only (a blank
 node cannot be sent back in a query to an endpoint), at most MAX_DEPTH levels and MAX_REACHED
 nodes, with the call's deadline checked at each level. On an endpoint one SPARQL property path
 first asks whether the target is reached at all (`Backend.reaches`); the walk then finds the chain.
@@ -85,9 +86,15 @@ class Walk:
     parents: dict[Term, tuple[Term, Link] | None] = field(default_factory=dict)
     found: Term | None = None  # the first target reached
     cut: bool = False  # a bound stopped the walk before it was done
+    # A target that is a start, reached again (a cycle: ClassRule → ClassLevelRule → ClassRule): the
+    # node it was reached from and the link that closed the cycle.
+    closing: tuple[Term, Link] | None = None
 
     def chain(self, node: Term | None = None) -> list[Link]:
         """The stated triples from a start to `node` (the target found, by default)."""
+        if node is None and self.closing is not None:
+            source, link = self.closing
+            return self.chain(source) + [link]
         links, at = [], self.found if node is None else node
         while at is not None and self.parents.get(at) is not None:
             at, link = self.parents[at]
@@ -147,9 +154,12 @@ def walk(
                     result.cut = True
                     return result
                 for source, value in backend.step(frontier[i : i + _CHUNK], predicate, direction, room):
-                    if value in result.parents:
-                        continue
                     link = Link(source, predicate, value) if direction is OUT else Link(value, predicate, source)
+                    if value in result.parents:
+                        if result.parents[value] is None and is_target(value):  # back at a start: a cycle
+                            result.found, result.closing = value, (source, link)
+                            return result
+                        continue
                     result.parents[value] = (source, link)
                     if is_target(value):
                         result.found = value

@@ -29,7 +29,7 @@ import time
 from collections import Counter
 
 import pyoxigraph as ox
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from kg_mcp.calls import deadline as call_deadline
 from kg_mcp.backends import Backend, Direction
@@ -38,6 +38,14 @@ from kg_mcp.errors import InvalidInput, KGError
 from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural, table
+from kg_mcp.tools.anonymous import (
+    AnonymousSummary,
+    anonymous_line,
+    anonymous_summary,
+    check_anonymous,
+    lists_anonymous,
+)
+from kg_mcp.tools.pages import Listing, Paged, with_more
 from kg_mcp.tools.follow_walk import (
     EDGES_PER_FRONTIER_ENTITY,
     MAX_DEPTH,
@@ -73,17 +81,18 @@ class BranchOut(BaseModel):
     # The same sizes had the paths through left-out entities been kept; shorter than sizes when
     # those paths grew past the budget (from that hop on they were not counted).
     sizes_before_leave_out: list[int] = []
+    without: list[int] = []  # per hop walked: the entities it walked from that had no such edge
     cut_at_hop: int = 0  # the hop (1-based) whose frontier was too big; 0: walked to the end
     cut_edges: int = 0  # edges that hop reached before it was stopped (a lower bound)
     checked_backwards: bool = False  # too big forwards: the end entities of the others were walked back
 
 
-class FollowResult(BaseModel):
+class FollowResult(Paged):
     branches: list[BranchOut]
     complete: bool  # every branch walked (or checked) to its end
-    total: int  # end entities
-    shown: int
-    truncated: bool
+    total: int  # end entities, named and anonymous
+    shown: int  # end entities on this page (offset: those of the pages before)
+    truncated: bool  # more end entities are listed on the next pages (next_cursor)
     entities: list[ReachedEntity] = []
     exclude_through: str = "start"  # "start": paths back through a path's start entities are left out
     excluded: list[TermOut] = []  # entities named in exclude: paths through them are left out too
@@ -92,6 +101,10 @@ class FollowResult(BaseModel):
     left_out_total: int = 0
     left_out: list[ReachedEntity] = []
     left_out_counted: bool = True
+    anonymous: AnonymousSummary | None = None  # the anonymous end entities, summed up instead of listed
+
+
+_ENTITIES = TypeAdapter(list[ReachedEntity])
 
 
 def follow(
@@ -104,10 +117,15 @@ def follow(
     limit: int = 0,
     exclude_through: str = "start",
     exclude: list[str] | None = None,
+    anonymous: str = "summary",
+    cursor: str = "",
 ) -> ToolOutput:
     shown_cap = _limit(limit, settings)
+    check_anonymous(anonymous)
     specs = _branch_specs(entity, path or [], entities or [], paths or [])
     excluded = _excluded(backend, exclude_through, exclude or [])
+    listing = Listing.open("follow", _arguments(entity, path, entities, paths, exclude_through, exclude, anonymous),
+                           cursor, backend, settings)
     branches = []
     for starts_refs, path_refs in specs:
         starts = list(dict.fromkeys(backend.resolve_entity(ref, check=False) for ref in starts_refs))
@@ -128,7 +146,16 @@ def follow(
             for node, ref in zip(branch.starts, refs):
                 backend.require(node, ref)
     left_out = left_out_ends(branches, ends, every)
-    return _render(backend, settings, branches, ends, left_out, excluded, exclude_through, shown_cap)
+    listed = lists_anonymous(anonymous, [s for b in branches for s in b.starts])
+    return _render(backend, settings, listing, branches, ends, left_out, excluded, exclude_through, shown_cap, listed)
+
+
+def _arguments(entity, path, entities, paths, exclude_through, exclude, anonymous) -> dict:
+    """The call's arguments as a model writes them (defaults left out): what its cursor is for."""
+    given = {"entity": entity, "path": path, "entities": entities, "paths": paths,
+             "exclude_through": exclude_through if exclude_through != "start" else None, "exclude": exclude,
+             "anonymous": anonymous if anonymous != "summary" else None}
+    return {k: v for k, v in given.items() if v}
 
 
 def _limit(limit: int, settings: Settings) -> int:
@@ -209,21 +236,27 @@ def _resolve_steps(backend: Backend, refs: list[str]) -> list[Step]:
 def _render(
     backend: Backend,
     settings: Settings,
+    listing: Listing,
     branches: list[Branch],
     ends: dict[Term, int],
     left_out: dict[Term, int] | None,
     excluded: list[ox.NamedNode],
     exclude_through: str,
     shown_cap: int,
+    listed: bool,
 ) -> ToolOutput:
     namer = Namer(backend, settings, [s for b in branches for s in b.starts] + excluded)
     namer.add(t for b in branches for t, _ in b.walk.heaviest)
     unchecked = [b for b in branches if b.walk.cut_at_hop and not b.checked_backwards]
     complete = not unchecked
-    # Blank nodes after the rest: they never push a named end entity out of the list.
-    order = sorted(ends, key=lambda t: (isinstance(t, ox.BlankNode), -ends[t], _sort_text(namer, t)))
-    namer.add(order[:shown_cap])
-    shown = order[:shown_cap] if complete else []
+    blank = [t for t in ends if isinstance(t, ox.BlankNode)]
+    listed = listed or len(blank) == len(ends)  # a walk that reaches only anonymous nodes is about them
+    # Named ends first, most paths first (then by name: the order holds from page to page); blank
+    # nodes after them, when they are listed.
+    order = sorted((t for t in ends if listed or not isinstance(t, ox.BlankNode)),
+                   key=lambda t: (isinstance(t, ox.BlankNode), -ends[t], _sort_text(namer, t), str(t))) if complete else []
+    page = order[listing.offset : listing.offset + shown_cap]
+    namer.add(page)
     left_order = sorted(left_out or {}, key=lambda t: (isinstance(t, ox.BlankNode), -left_out[t], _sort_text(namer, t))) if complete else []
     namer.add(left_order[:LEFT_OUT_SHOWN])
     through = _through(branches, excluded)
@@ -235,16 +268,25 @@ def _render(
         lines.append(_empty_text(backend, namer, branches, through))
     if complete and any(b.drop for b in branches):
         lines += _left_out_lines(namer, settings, left_out, left_order, through, excluded, exclude_through)
+    anonymous = None
+    if complete and blank and not listed:
+        call = listing.call(anonymous="list", cursor=None)
+        if listing.offset == 0:
+            anonymous = anonymous_summary(backend, namer.id, blank, len(blank), call)
+            lines.append(anonymous_line("anonymous end entities", anonymous))
+        else:
+            anonymous = AnonymousSummary(total=len(blank), call=call)
     head = f"follow: {plural(len(ends), 'entity')} reached" if complete else "follow: stopped"
     if len(branches) > 1 and complete:
         head += f" by all {len(branches)} paths"
-    if complete and len(order) > len(shown):
-        head += f", showing {len(shown)} with the most paths (limit {shown_cap}; raise limit, up to {settings.search_p}, for more)"
+    if anonymous is not None:
+        head += f" ({len(order):,} named, listed; {len(blank):,} anonymous, " + (
+            "summed up below)" if listing.offset == 0 else "summed up on the first page)")
     text = head + ".\n" + "\n".join(lines)
-    if shown:
-        rows = [(namer.value_text(t), namer.label(t), str(ends[t])) for t in shown]
-        text += "\n" + table(("entity", "label", "paths"), rows, settings)
-    text = capped(text, settings, "Pass a smaller limit.")
+    # The paths column only where it tells something: some entity on the page is reached by several.
+    counted = any(ends[t] > 1 for t in page)
+    rows = [(namer.value_text(t), namer.label(t), *([str(ends[t])] if counted else [])) for t in page]
+    text_rows = table(("entity", "label", "paths") if counted else ("entity", "label"), rows, settings).split("\n")
     data = FollowResult(
         branches=[
             BranchOut(
@@ -254,6 +296,7 @@ def _render(
                 depths=[b.walk.depths.get(hop, []) for hop in range(1, len(b.walk.sizes) + 1)],
                 depth_cut=b.walk.depth_cut,
                 sizes_before_leave_out=b.walk.sizes_all,
+                without=[n for _, n in b.walk.without],
                 cut_at_hop=b.walk.cut_at_hop,
                 cut_edges=b.walk.cut_edges,
                 checked_backwards=b.checked_backwards,
@@ -262,16 +305,26 @@ def _render(
         ],
         complete=complete,
         total=len(ends) if complete else 0,
-        shown=len(shown),
-        truncated=complete and len(order) > len(shown),
-        entities=[ReachedEntity(entity=namer.out(t), paths=ends[t]) for t in shown],
+        shown=0,
+        truncated=False,
+        offset=listing.offset,
         exclude_through=exclude_through,
         excluded=[namer.out(e) for e in excluded],
         left_out_total=len(left_order),
         left_out=[ReachedEntity(entity=namer.out(t), paths=left_out[t]) for t in left_order[:LEFT_OUT_SHOWN]],
         left_out_counted=not complete or left_out is not None,
+        anonymous=anonymous,
     )
-    return ToolOutput(text, data)
+    json_rows = [{"entity": namer.term(t), "paths": ends[t]} for t in page]
+    fits = listing.fit(text_rows[2:], json_rows, text_used=len(text) + len(text_rows[0]) + len(text_rows[1]) + 2,
+                       json_used=len(data.model_dump_json()))
+    shown = page[:fits]
+    token, more = listing.more(len(shown), len(order))
+    if shown:
+        text += "\n" + "\n".join(text_rows[: 2 + len(shown)])
+    data.entities = _ENTITIES.validate_python(json_rows[: len(shown)])  # at once, in pydantic's compiled core
+    data.shown, data.next_cursor, data.truncated = len(shown), token, token is not None
+    return ToolOutput(with_more(capped(text, settings, "Pass a smaller limit."), more), data)
 
 
 def _through(branches: list[Branch], excluded: list[ox.NamedNode]) -> str:
@@ -291,13 +344,24 @@ def _branch_line(namer: Namer, b: Branch, through: str) -> str:
     line = f"- {starts} → {walked}: entities after each hop " + " → ".join(f"{n:,}" for n in b.walk.sizes)
     line += _depths_text(b)
     if b.walk.cut_at_hop:
-        return line
+        return line + _without_text(b)
     if b.walk.aside_lost_at:
         line += f" (paths {through} not counted from hop {b.walk.aside_lost_at}: too many)"
     elif b.walk.sizes_all != b.walk.sizes:
         before = " → ".join(f"{n:,}" for n in b.walk.sizes_all)
         line += f" (before leaving out the paths {through}: {before})"
-    return line
+    return line + _without_text(b)
+
+
+def _without_text(b: Branch) -> str:
+    """Per hop, the entities walked from that had no such edge, so that a gap in the KG does not
+    read as a whole answer: "; at hop 3, 8 of the 9 entities had no has_genre edge"."""
+    parts = []
+    for hop, ((walked, without), size) in enumerate(zip(b.walk.without, b.walk.sizes), 1):
+        if without and size:  # none reached at all: the empty walk's own line says where and why
+            step = b.steps[hop - 1]
+            parts.append(f"at hop {hop}, {without:,} of the {walked:,} entities had no {step.name.rstrip('+*')} edge")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _depths_text(b: Branch) -> str:
@@ -307,6 +371,8 @@ def _depths_text(b: Branch) -> str:
         if hop > len(b.walk.sizes):
             continue
         cut = f"; stopped at depth {MAX_DEPTH}, there may be more below" if hop in b.walk.depth_cut else ""
+        if len(depths) == 1 and len(b.steps) == 1 and not cut:
+            continue  # all at depth 1: the hop's size says it
         counts = ", ".join(f"{n:,}" for n in depths) or "no"
         where = f" at depths 1 to {len(depths)}" if len(depths) > 1 else " at depth 1" if depths else ""
         parts.append(f"{b.steps[hop - 1].name}: {counts} new entities{where}{cut}")

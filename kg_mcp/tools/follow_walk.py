@@ -56,6 +56,8 @@ class Walk:
     cut_edges: int = 0
     heaviest: list[tuple[Term, int]] = field(default_factory=list)  # sources with most edges at the cut
     dead_end: Term | None = None  # an entity at which the walk found no edge, to list its relations
+    # Per hop walked: (entities the hop walked from, how many of them had no such edge).
+    without: list[tuple[int, int]] = field(default_factory=list)
     out_of_time: bool = False  # stopped at cut_at_hop because the call's deadline had passed
     aside: dict[Term, Counter] = field(default_factory=dict)
     sizes_all: list[int] = field(default_factory=list)  # distinct terms in reached or aside after each hop
@@ -119,6 +121,7 @@ def walk_steps(
             walk.sizes.append(len(nxt))
             return walk
         _step_aside(backend, walk, step, moved, hop, last, frontier_cap, deadline)
+        walk.without.append((len(sources), len(sources) - len(_walked_from(pairs, step))))
         walk.reached = nxt
         walk.sizes.append(len(nxt))
         if not walk.aside_lost_at:
@@ -128,6 +131,11 @@ def walk_steps(
         if not nxt and not walk.aside:
             return walk
     return walk
+
+
+def _walked_from(pairs: list[tuple[Term, Term]], step: Step) -> set[Term]:
+    """The sources that have an edge of the step (for rel*, reaching itself is no edge)."""
+    return {s for s, t in pairs if s != t or not step.repeat}
 
 
 def _step_aside(

@@ -10,18 +10,27 @@ kgr_search, sparql) pages through here, so they all keep one contract:
   which says how many rows were shown of how many and how to read on.
 
 Cursors are kg_mcp.tools.cursors tokens: opaque, bounded, signed, read back only by the same call.
+A tool opens a `Listing` for its call (where the page starts), asks it which of its rows fit
+(`Listing.fit`) and how the page ends (`Listing.more`), and writes the call a model should make
+next with `Listing.call` (e.g. the same call with anonymous="list").
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
+import pydantic_core
+import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp.backends import Backend, graph_access
+from kg_mcp.backends import Backend, Direction, Neighbour, Values, graph_access
+from kg_mcp.backends.sparql_backend import natural_key
 from kg_mcp.settings import Settings
 from kg_mcp.tools import cursors
+from kg_mcp.tools.anonymous import CLASSIFIED
 from kg_mcp.tools.cursors import Position
 
 
@@ -65,15 +74,164 @@ def rows_that_fit(text_rows: Sequence[str], json_rows: Sequence[object], budget:
     return fits
 
 
-def more_line(offset: int, shown: int, total: int | None, cursor: str, *, exact: bool = True) -> str:
-    """The text's last line when rows remain: where this page is in the listing, and how to read on.
+def more_line(offset: int, shown: int, total: int | None, cursor: str, *, exact: bool = True,
+              of_each: str | None = None, again: str | None = None) -> str:
+    """The text's last line when rows remain: where this page is in the listing, and how to read on
+    (`of_each`: the page holds these rows of each of several lists, e.g. of each relation; `again`:
+    the call to make, where it is not the same call again).
 
     >>> more_line(200, 150, 1453, "abc")
     'Rows 201-350 of 1,453 shown. Next page: call again with the same arguments and cursor="abc".'
+    >>> more_line(100, 100, 1453, "abc", of_each="relation").split(". Next")[0]
+    'Rows 101-200 of each relation shown (the longest has 1,453)'
     """
-    of = f" of {'at least ' if not exact else ''}{total:,}" if total is not None else ""
-    return (f"Rows {offset + 1}-{offset + shown}{of} shown. Next page: call again with the same arguments "
-            f'and cursor="{cursor}".')
+    at_least = "at least " if not exact else ""
+    if of_each:
+        where = f"Rows {offset + 1}-{offset + shown} of each {of_each} shown (the longest has {at_least}{total:,})"
+    else:
+        of = f" of {at_least}{total:,}" if total is not None else ""
+        where = f"Rows {offset + 1}-{offset + shown}{of} shown"
+    if again:
+        return f'{where}. Next page: call {again} with cursor="{cursor}".'
+    return f'{where}. Next page: call again with the same arguments and cursor="{cursor}".'
+
+
+# What the end of a page may still add: the line that says how to read on, with its cursor (text),
+# and the cursor and offset fields (JSON).
+MORE_ROOM = 200 + cursors.MAX_CURSOR_CHARS
+JSON_ROOM = 40 + cursors.MAX_CURSOR_CHARS
+# What a result's fields left to their defaults add to the plain data a tool measures its page by.
+FIELDS_ROOM = 300
+
+
+@dataclass
+class Listing:
+    """One call of a listing tool: where its page starts and how it says what follows."""
+
+    tool: str
+    arguments: dict  # the call's own arguments, as the model passed them (its cursor aside)
+    backend: Backend
+    settings: Settings
+    start: Position
+
+    @classmethod
+    def open(cls, tool: str, arguments: dict, cursor: str, backend: Backend, settings: Settings) -> Listing:
+        """The listing of this call, from its first page or from where `cursor` says."""
+        kept = {k: v for k, v in arguments.items() if k != "cursor"}
+        return cls(tool, kept, backend, settings, position(tool, kept, cursor, backend, settings))
+
+    @property
+    def offset(self) -> int:
+        return self.start.offset
+
+    @property
+    def budget(self) -> int:
+        return self.settings.max_output_chars
+
+    def fit(self, text_rows: Sequence[str], json_rows: Sequence[object], *, text_used: int = 0, json_used: int = 0) -> int:
+        """How many of the first rows this page holds: they fit the budget, as text and as JSON,
+        beside what the page spends otherwise and the line that says how to read on."""
+        # Most pages hold all their rows: one measure of the whole answers them.
+        text = text_used + MORE_ROOM + sum(len(line) + 1 for line in text_rows)
+        if text <= self.budget and json_used + JSON_ROOM + json_chars(list(json_rows)) <= self.budget:
+            return len(text_rows)
+        return rows_that_fit(text_rows, json_rows, self.budget, text_used=text_used + MORE_ROOM,
+                             json_used=json_used + JSON_ROOM)
+
+    def more(self, shown: int, total: int | None, *, exact: bool = True, resume: str | None = None,
+             left: bool | None = None, of_each: str | None = None, again: str | None = None) -> tuple[str | None, str]:
+        """(next_cursor, the text's last line) when rows remain after the `shown` rows of this page
+        (`left` when `total` cannot tell), else (None, "")."""
+        end = self.offset + shown
+        if not (left if left is not None else total is None or end < total) or not shown:
+            return None, ""
+        token = next_cursor(self.tool, self.arguments, end, self.backend, self.settings, resume)
+        return token, more_line(self.offset, shown, total, token, exact=exact, of_each=of_each, again=again)
+
+    def call(self, **changes) -> str:
+        """This call as a model writes it, with `changes` to its arguments (None: left out).
+
+        >>> Listing("follow", {"entity": "ex:a", "path": ["p+"], "limit": 0}, None, None, Position(0)).call(anonymous="list")
+        'follow(entity="ex:a", path=["p+"], anonymous="list")'
+        """
+        merged = {**self.arguments, **changes}
+        shown = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in merged.items() if v not in (None, "", [], {}, 0)]
+        return f"{self.tool}({', '.join(shown)})"
+
+
+@dataclass
+class NeighbourPage:
+    """A page of one entity's neighbours along some relations: its rows, and what the listing holds."""
+
+    rows: list[Neighbour]
+    total: int  # rows of the listing: the named ones, and the anonymous ones when they are listed
+    named: int
+    blank: int
+    exact: bool  # False: the counts stopped at the backend's count cap ("at least")
+    listed: bool  # the anonymous rows are listed (after the named ones), not summed up
+    sample: list  # anonymous values to sort into kinds, when they are summed up (on the first page)
+
+
+def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence | None, first: list[Neighbour],
+                   complete: bool, cap: int, offset: int, listed: bool) -> NeighbourPage:
+    """The page of at most `cap` rows from `offset` on of `node`'s neighbours: the named ones, then
+    the anonymous ones when `listed` (or when there are no named ones). `first` is a first read of
+    the neighbours; `complete`: it holds them all, and the page is cut from it in its order.
+    Otherwise the page reads named rows, then anonymous ones, by offset, in the order that every
+    page of the listing reads them in (Backend.neighbours)."""
+    predicates = list(predicates) if predicates else None
+    if complete:
+        named = [r for r in first if not isinstance(r.value, ox.BlankNode)]
+        blank = [r for r in first if isinstance(r.value, ox.BlankNode)]
+        listed = listed or not named
+        rows = named + blank if listed else named
+        return NeighbourPage(rows[offset : offset + cap], len(rows), len(named), len(blank), True, listed,
+                             [] if listed or offset else [r.value for r in blank])
+    n_named, n_blank = backend.count_kinds(node, way, predicates)
+    exact = n_named + n_blank < backend.count_cap
+    listed = listed or not n_named
+    rows: list[Neighbour] = []
+    if offset < n_named and cap:
+        rows = backend.neighbours(node, way, predicates, cap, offset=offset, values=Values.NAMED)
+    if listed and len(rows) < cap:
+        rows += backend.neighbours(node, way, predicates, cap - len(rows), offset=max(0, offset - n_named),
+                                   values=Values.ANONYMOUS)
+    sample = []
+    if not listed and n_blank and not offset:
+        sample = [r.value for r in backend.neighbours(node, way, predicates, CLASSIFIED, values=Values.ANONYMOUS)]
+    return NeighbourPage(rows, n_named + n_blank if listed else n_named, n_named, n_blank, exact, listed, sample)
+
+
+def with_more(text: str, more: str) -> str:
+    """A page's text, ended by the line that says how to read on (when rows remain)."""
+    return f"{text}\n{more}" if more else text
+
+
+def shown_key(row: Neighbour) -> tuple:
+    """Where a row is shown on its page: by property (numbers in it as numbers, so wdt:P19 comes
+    before wdt:P106), then value, blank nodes last; the same on every engine whatever order it read
+    the rows in (the page is cut first, in the order the listing is read in)."""
+    return isinstance(row.value, ox.BlankNode), _property_key(row.predicate.value), str(row.value)
+
+
+@lru_cache(maxsize=4096)  # a KG has few properties, and every page sorts by them
+def _property_key(iri: str) -> tuple:
+    return natural_key(iri)
+
+
+def shown_order(rows: Sequence[Neighbour]) -> list[int]:
+    """The positions of a page's rows in the order they are shown (`shown_key`)."""
+    return sorted(range(len(rows)), key=lambda i: shown_key(rows[i]))
+
+
+def json_chars(value: object) -> int:
+    """The size of `value` as compact JSON, as the structured content carries it: its UTF-8 bytes,
+    which are at least its characters (pydantic's encoder: several times quicker than json's).
+
+    >>> json_chars({"id": "été"}), len(json.dumps({"id": "été"}, ensure_ascii=False, separators=(",", ":")))
+    (14, 12)
+    """
+    return len(pydantic_core.to_json(value))
 
 
 def _signing(backend: Backend, settings: Settings) -> dict:

@@ -17,6 +17,7 @@ itself); the demo KG, in-memory stores and endpoints keep the threads.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import signal
@@ -96,8 +97,10 @@ class WorkerPool:
 
     def __init__(self, path: str, profile: str, settings: Settings, size: int):
         # The server's process has read the name index ahead already; its page cache is the workers' too.
-        worker_settings = settings.model_copy(update={"warm_name_index": False})
-        self.args = (path, profile, worker_settings.model_dump_json(), tracing.endpoint())
+        worker_settings = settings.model_copy(update={"warm_name_index": False}).model_dump(mode="json")
+        # A secret dumps as stars: the workers sign and read cursors with the server's own key.
+        worker_settings["cursor_key"] = settings.cursor_key.get_secret_value()
+        self.args = (path, profile, json.dumps(worker_settings), tracing.endpoint())
         self.timeout_s = settings.tool_timeout_s
         self.size = size
         self._lock = threading.Lock()

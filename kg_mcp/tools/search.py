@@ -2,7 +2,10 @@
 
 Small neighbourhoods come back whole as `property | propertyLabel | value | valueLabel` rows.
 Above k rows without a filter, only the distinct properties and their row counts come back, so
-the model can ask again with a filter; a filtered answer is cut at p rows and says so.
+the model can ask again with a filter; a filtered answer comes in pages of at most p rows (and
+what fits the output budget), read on with the cursor each page gives (kg_mcp.tools.pages).
+Anonymous values (blank nodes) are counted by kind rather than listed, unless asked for
+(kg_mcp.tools.anonymous).
 """
 
 from __future__ import annotations
@@ -12,13 +15,23 @@ from typing import Literal
 import pyoxigraph as ox
 from pydantic import BaseModel
 
-from kg_mcp.backends import Backend, Direction, Neighbour
+from kg_mcp.backends import Backend, Direction
 from kg_mcp.errors import InvalidInput
 from kg_mcp.quoting import quoted
 from kg_mcp.settings import Settings
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, capped_table, cut_text, plural, table
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cut_text, plural, table, value_label
+from kg_mcp.tools.anonymous import (
+    AnonymousSummary,
+    anonymous_line,
+    anonymous_summary,
+    check_anonymous,
+    lists_anonymous,
+)
+from kg_mcp.tools.pages import FIELDS_ROOM, JSON_ROOM, Listing, NeighbourPage, Paged, json_chars, neighbour_page, shown_order, with_more
+from kg_mcp.tools.search_batch import search_many
 
 MAX_FILTERS = 50
+IDENTIFIER_EXAMPLES = 3  # external identifiers the property view's one line names
 
 
 class QualifierRow(BaseModel):
@@ -42,18 +55,21 @@ class PropertyCount(BaseModel):
     identifier: bool = False  # an external identifier: summed up in one line of the text
 
 
-class SearchResult(BaseModel):
+class SearchResult(Paged):
     entity: TermOut
     direction: Literal["outgoing", "incoming"]
     view: Literal["rows", "properties"]
-    total: int
+    total: int  # rows of the entity in this direction (with the filter), named and anonymous
     total_exact: bool = True  # False: `total` is a lower bound (a hub counted only in part)
-    shown: int
-    truncated: bool
+    shown: int  # rows on this page (offset: those of the pages before)
+    truncated: bool  # more rows (or properties) on the next pages, or rows behind the property view
     rows: list[SearchRow] = []
-    properties: list[PropertyCount] = []  # the property view: as many as the markdown shows
+    properties: list[PropertyCount] = []  # the property view: as many as this page shows, then the identifiers
     properties_total: int = 0  # distinct properties in the property view
-    properties_shown: int = 0  # properties listed: fewer than properties_total when the output was cut
+    properties_shown: int = 0  # properties listed on this page
+    identifiers: int = 0  # external-identifier properties, summed up in one line (those that fit follow the listed ones)
+    identifier_rows: int = 0  # their rows
+    anonymous: AnonymousSummary | None = None  # the anonymous values, summed up instead of listed
 
 
 def search(
@@ -64,6 +80,8 @@ def search(
     properties_to_filter_for: list[str] | None = None,
     limit: int = 0,
     entities: list[str] | None = None,
+    anonymous: str = "summary",
+    cursor: str = "",
 ) -> ToolOutput:
     """One entity: Search-on-Graph's output. Several (`entities`): one table for all (see search_batch)."""
     refs = ([entity] if entity else []) + list(entities or [])
@@ -71,26 +89,31 @@ def search(
         raise InvalidInput("No entity given.", "Pass entity (one id or label) or entities (a list of them).")
     way = parse_direction(direction)
     row_limit = check_limit(limit, settings)
+    check_anonymous(anonymous)
     predicates = filter_predicates(backend, properties_to_filter_for or [])
+    arguments = {"entity": entity, "direction": direction if way is not Direction.OUTGOING else None,
+                 "properties_to_filter_for": properties_to_filter_for, "entities": entities,
+                 "anonymous": anonymous if anonymous != "summary" else None}
+    listing = Listing.open("search", {k: v for k, v in arguments.items() if v}, cursor, backend, settings)
     if len(refs) > 1:
-        from kg_mcp.tools.search_batch import search_many
-
-        return search_many(backend, settings, refs, way, predicates, row_limit)
+        return search_many(backend, settings, listing, refs, way, predicates, row_limit, anonymous)
     entity = refs[0]
     node = backend.resolve_entity(entity, check=False)
-    if predicates:
-        return _filtered(backend, settings, node, way, predicates, entity, row_limit)
-    known = backend.known_degree(node, way)
-    if known is not None and known > settings.search_k:  # a recorded hub: no need to probe
-        return _property_view(backend, settings, node, way)
-    rows = backend.neighbours(node, way, None, settings.search_k + 1)
-    if len(rows) > settings.search_k:
-        return _property_view(backend, settings, node, way)
-    if not rows:
+    listed = lists_anonymous(anonymous, node)
+    if not predicates:
+        known = backend.known_degree(node, way)
+        if known is not None and known > settings.search_k:  # a recorded hub: no need to probe
+            return _property_view(backend, settings, listing, node, way)
+    cap = row_limit or (settings.search_p if predicates else settings.search_k)
+    first = backend.neighbours(node, way, predicates or None, (cap if predicates else settings.search_k) + 1)
+    if not predicates and len(first) > settings.search_k:
+        return _property_view(backend, settings, listing, node, way)
+    if not first:
+        if predicates:
+            return _no_rows(backend, settings, node, way, predicates, entity)
         backend.require(node, entity)
-    total = len(rows)
-    rows = sorted(rows, key=lambda r: isinstance(r.value, ox.BlankNode))  # a limit cuts blank nodes first
-    return _rows_view(backend, settings, node, way, rows[: row_limit or total], total=total, filtered=False, limited=bool(row_limit))
+    page = neighbour_page(backend, node, way, predicates, first, len(first) <= cap, cap, listing.offset, listed)
+    return _rows_view(backend, settings, listing, node, way, page, filtered=bool(predicates), whole=len(predicates) == 1)
 
 
 def parse_direction(direction: str) -> Direction:
@@ -101,7 +124,7 @@ def parse_direction(direction: str) -> Direction:
 
 
 def check_limit(limit: int, settings: Settings) -> int:
-    """The row limit asked for (0: the defaults, k and p)."""
+    """The rows a page may hold at most (0: the defaults, k and p)."""
     if not 0 <= limit <= settings.search_p:
         raise InvalidInput(f"limit must be between 1 and {settings.search_p}, or 0 for the default; got {limit}.")
     return limit
@@ -122,41 +145,20 @@ def filter_predicates(backend: Backend, wanted: list[str]) -> list:
     return list(dict.fromkeys(predicates))
 
 
-def _filtered(
-    backend: Backend, settings: Settings, node, way: Direction, predicates: list, ref: str, row_limit: int
-) -> ToolOutput:
-    cap = row_limit or settings.search_p
-    rows = backend.neighbours(node, way, predicates, cap + 1)
-    total = len(rows)
-    if total > cap:
-        total = backend.count_neighbours(node, way, predicates)
-        rows = rows[:cap]
-    if not rows:
-        return _no_rows(backend, settings, node, way, predicates, ref)
-    exact = total < backend.count_cap
-    return _rows_view(
-        backend, settings, node, way, rows, total=total, filtered=True, exact=exact, limited=bool(row_limit),
-        whole=len(predicates) == 1,
-    )
-
-
 def _rows_view(
     backend: Backend,
     settings: Settings,
+    listing: Listing,
     node,
     way: Direction,
-    rows: list[Neighbour],
+    page: NeighbourPage,
     *,
-    total: int,
     filtered: bool,
-    exact: bool = True,
-    limited: bool = False,
     whole: bool = False,
 ) -> ToolOutput:
-    """The rows as a table; with `whole` (one property of one entity), the values the table cuts
-    follow it whole, up to max_value_chars in all."""
-    # Blank nodes after the rest: the output's own cap never cuts a named row before them.
-    rows = sorted(rows, key=lambda r: isinstance(r.value, ox.BlankNode))
+    """The page's rows as a table; with `whole` (one property of one entity), the values the table
+    cuts follow it whole, up to max_value_chars in all."""
+    rows = page.rows  # in the order the listing is read in: the page is cut in it
     namer = Namer(backend, settings, [node])
     if whole:
         namer.whole_chars = settings.max_value_chars
@@ -174,30 +176,36 @@ def _rows_view(
         }
         for r in rows
     ]
-    truncated = total > len(rows)
-    head = f"search {namer.heading(node)}, {way.value}: {'' if exact else 'at least '}{plural(total, 'row')}"
-    if truncated and limited:
-        head += f", showing the first {len(rows)} (limit). Raise limit to see more."
-    elif truncated:
-        head += f", showing the first {len(rows)} (cut). Filter for fewer properties to see the rest."
-    elif not filtered and not rows:
-        head += f". The entity has no {way.value} edges; try the other direction."
+    at_least = "" if page.exact else "at least "
+    head = f"search {namer.heading(node)}, {way.value}: {at_least}{plural(page.named + page.blank, 'row')}"
+    anonymous = None
+    if page.blank and not page.listed:
+        call = listing.call(anonymous="list")
+        if page.sample:
+            anonymous = anonymous_summary(backend, namer.id, page.sample, page.blank, call)
+        else:
+            anonymous = AnonymousSummary(total=page.blank, call=call)
+        where = "summed up below" if listing.offset == 0 else "summed up on the first page"
+        head += f" ({page.named:,} named, listed; {page.blank:,} anonymous, {where})"
+    elif not filtered and not rows and not listing.offset:
+        head += f". The entity has no {way.value} edges; try the other direction"
+    head += "."
+    foot = "\n" + anonymous_line("anonymous values", anonymous) if anonymous is not None and not listing.offset else ""
     md_rows = [(o["property"], o["propertyLabel"], namer.value_text(r.value), value_label(namer, r)) for r, o in zip(rows, out_rows)]
-    text = head + "\n" + table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings)
-    tail = whole_values([r.value for r in rows], settings) if whole else ""
-    text = capped(text, settings, "Filter for fewer properties to see less at once.", read_whole=not tail) + tail
-    data = SearchResult.model_validate(
-        {
-            "entity": namer.term(node),
-            "direction": way.value,
-            "view": "rows",
-            "total": total,
-            "shown": len(rows),
-            "truncated": truncated,
-            "rows": out_rows,
-            "total_exact": exact,
-        }
-    )
+    lines = table(("property", "propertyLabel", "value", "valueLabel"), md_rows, settings).split("\n")
+    # Plain data, validated once with its rows in pydantic's compiled core.
+    fields = {"entity": namer.term(node), "direction": way.value, "view": "rows", "total": page.total,
+              "total_exact": page.exact, "offset": listing.offset,
+              "anonymous": anonymous.model_dump() if anonymous else None}
+    fits = listing.fit(lines[2:], out_rows, text_used=len(head) + len(foot) + len(lines[0]) + len(lines[1]) + 2,
+                       json_used=json_chars(fields) + FIELDS_ROOM)
+    token, more = listing.more(fits, page.total, exact=page.exact)
+    order = shown_order(rows[:fits])  # shown in one order, whatever order the engine read them in
+    text = head + "\n" + "\n".join(lines[:2] + [lines[2 + i] for i in order]) + foot
+    tail = whole_values([rows[i].value for i in order], settings) if whole else ""
+    text = with_more(capped(text, settings, "Filter for fewer properties to see less at once.", read_whole=not tail) + tail, more)
+    data = SearchResult.model_validate({**fields, "rows": [out_rows[i] for i in order], "shown": fits,
+                                        "truncated": token is not None, "next_cursor": token})
     # The structured content may grow past the output cap by what the whole values add, no more:
     # a long listing of short values stays within the cap like any other.
     return ToolOutput(text, data, settings.max_output_chars + len(tail) if tail else None)
@@ -221,19 +229,7 @@ def whole_values(values: list, settings: Settings) -> str:
     return "\n".join(parts)
 
 
-def value_label(namer: Namer, row: Neighbour) -> str:
-    """The valueLabel cell; qualifiers ride along in it: "St John's College [start time: 1971; end time: 1974]"."""
-    label = namer.label(row.value) or ""
-    if not row.qualifiers:
-        return label
-    parts = "; ".join(
-        f"{namer.predicate_label(qual.predicate)}: {namer.label(qual.value) or namer.value_text(qual.value)}"
-        for qual in row.qualifiers
-    )
-    return f"{label} [{parts}]".strip()
-
-
-def _property_view(backend: Backend, settings: Settings, node, way: Direction) -> ToolOutput:
+def _property_view(backend: Backend, settings: Settings, listing: Listing, node, way: Direction) -> ToolOutput:
     counts = backend.relation_counts(node, way)
     namer = Namer(backend, settings, [node, *(c.predicate for c in counts)])
     identifiers = backend.identifier_predicates([c.predicate for c in counts])
@@ -250,39 +246,45 @@ def _property_view(backend: Backend, settings: Settings, node, way: Direction) -
         for c in counts
     ]
     listed = [p for p in props if not p.identifier]
+    kept = [p for p in props if p.identifier]
     size = plural(total, "row") if exact else f"at least {total:,} rows (counted among the first {backend.count_cap:,})"
     head = (
         f"search {namer.heading(node)}, {way.value}: {size}, more than {settings.search_k}; "
         f"showing its {plural(len(props), 'property')} instead"
-        + (f" ({len(props) - len(listed)} external identifiers in one line at the end)" if len(listed) < len(props) else "")
+        + (f" ({len(kept)} external identifiers in one line at the end)" if kept else "")
         + ". Call search again with properties_to_filter_for set to the ones you need."
     )
-    identifiers_line = "\n" + identifier_line([p for p in props if p.identifier]) if len(listed) < len(props) else ""
-    text, shown = capped_table(
-        head,
-        ("property", "propertyLabel", "rows"),
-        [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in listed],
-        settings,
-        "Filter for the properties you need.",
-        identifiers_line,
-    )
+    foot = "\n" + identifier_line(kept) if kept else ""
+    page = listed[listing.offset :]
+    lines = table(("property", "propertyLabel", "rows"), [(p.property, p.propertyLabel, f"{p.rows}" if p.exact else f"{p.rows}+") for p in page],
+                  settings).split("\n")
+    examples = kept[:IDENTIFIER_EXAMPLES]
     data = SearchResult(
-        entity=namer.out(node),
-        direction=way.value,
-        view="properties",
-        total=total,
-        total_exact=exact,
-        shown=0,
-        truncated=True,
-        # the properties listed in the text, then the identifiers its one line sums up
-        properties=listed[:shown] + [p for p in props if p.identifier],
-        properties_total=len(props),
-        properties_shown=shown,
+        entity=namer.out(node), direction=way.value, view="properties", total=total, total_exact=exact, shown=0,
+        truncated=True, properties=examples, properties_total=len(props), offset=listing.offset,
+        identifiers=len(kept), identifier_rows=sum(p.rows for p in kept),
     )
-    return ToolOutput(text, data)
+    json_rows = [p.model_dump() for p in page]
+    used = json_chars(data.model_dump(mode="json"))
+    fits = listing.fit(lines[2:], json_rows, text_used=len(head) + len(foot) + len(lines[0]) + len(lines[1]) + 2,
+                       json_used=used)
+    token, more = listing.more(fits, len(listed))
+    text = head + "\n" + "\n".join(lines[: 2 + fits]) + foot
+    # The properties listed in the text, then the identifiers its one line sums up: those it names,
+    # and as many more as the page has room for (their number and rows are told whatever fits).
+    room = listing.budget - JSON_ROOM - used - sum(json_chars(row) + 1 for row in json_rows[:fits])
+    more_ids = []
+    for p in kept[len(examples):]:
+        room -= json_chars(p.model_dump()) + 1
+        if room < 0:
+            break
+        more_ids.append(p)
+    data.properties = page[:fits] + examples + more_ids
+    data.properties_shown, data.next_cursor = fits, token
+    return ToolOutput(with_more(capped(text, settings, "Filter for the properties you need."), more), data)
 
 
-def identifier_line(identifiers: list[PropertyCount], examples: int = 3) -> str:
+def identifier_line(identifiers: list[PropertyCount], examples: int = IDENTIFIER_EXAMPLES) -> str:
     """External identifiers (ISNI, VIAF, ...) summed up in one line instead of a row each."""
     rows = sum(p.rows for p in identifiers)
     some = ", ".join(f"{p.property} ({p.propertyLabel})" for p in identifiers[:examples])

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyoxigraph as ox
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from kg_mcp.calls import deadline, progress
 from kg_mcp.backends import Backend, Direction
@@ -26,6 +26,8 @@ from kg_mcp.quoting import clipped
 from kg_mcp.ranking import GraphRanker, Link, RankItem, Ranker, top_k
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural
+from kg_mcp.tools.anonymous import AnonymousSummary, anonymous_line, anonymous_summary, check_anonymous, lists_anonymous
+from kg_mcp.tools.pages import Listing, Paged, with_more
 from kg_mcp.traversal import LABEL_CHARS, MAX_CANDIDATES, Candidate, Node, Tree
 
 FETCH_BUDGET = 1000  # edges read around one entity
@@ -41,7 +43,7 @@ class TripleOut(BaseModel):
     score: float | None = None
 
 
-class TraverseResult(BaseModel):
+class TraverseResult(Paged):
     entity: TermOut  # whose triples these are: the current entity after the call
     parent: TermOut | None = None
     via: str | None = None  # relation from the parent to the entity (`~rel` = backwards)
@@ -54,6 +56,10 @@ class TraverseResult(BaseModel):
     shown: int = 0
     ranked_by: str | None = None  # the ranker's name, when a question ordered the triples
     triples: list[TripleOut] = []
+    anonymous: AnonymousSummary | None = None  # the triples to blank nodes, summed up instead of listed
+
+
+_TRIPLES = TypeAdapter(list[TripleOut])
 
 
 def traversal_key(session: str | None, headers: Mapping[str, str] | None, caller: str = "local") -> str | None:
@@ -109,15 +115,22 @@ def kgr_search(
     entity: str | None = None,
     backtrack: bool = False,
     k: int = DEFAULT_TOP_K,
+    anonymous: str = "summary",
+    cursor: str = "",
 ) -> ToolOutput:
     if not 1 <= k <= MAX_TOP_K:
         raise InvalidInput(f"top_k must be between 1 and {MAX_TOP_K}, not {k}.")
+    check_anonymous(anonymous)
     with tree.lock:
         if backtrack:
-            return _backtrack(backend, settings, tree, ranker, k)
+            if cursor:
+                raise InvalidInput("A cursor reads on the triples of an entity, not a backtrack.",
+                                   "Pass the cursor with the entity the page was of (and no backtrack).")
+            return _backtrack(backend, settings, tree, ranker, k, anonymous)
         if not entity or not entity.strip():
             raise InvalidInput("Give the entity to search, or backtrack=true.")
         node = backend.resolve_entity(entity.strip())
+        listing = _listing(backend, settings, node, anonymous, cursor)
         view = _read(backend, settings, node, tree.question, ranker)
         entity_id = view.namer.id(node)
         if entity_id in tree.nodes:
@@ -125,10 +138,17 @@ def kgr_search(
         else:
             parent, via = tree.placement(entity_id)
             _explore(tree, view, parent, via)
-        return _render(backend, settings, tree, ranker, view, k)
+        return _render(backend, settings, tree, ranker, view, k, listing, anonymous)
 
 
-def _backtrack(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, k: int) -> ToolOutput:
+def _listing(backend: Backend, settings: Settings, node: ox.NamedNode, anonymous: str, cursor: str = "") -> Listing:
+    """The listing of an entity's triples: its cursor reads on the same entity (by id, as the tools
+    show it), whichever call (a search or a backtrack) showed its first page."""
+    arguments = {"entity": backend.vocab.compact(node), **({"anonymous": anonymous} if anonymous != "summary" else {})}
+    return Listing.open("kgr_search", arguments, cursor, backend, settings)
+
+
+def _backtrack(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, k: int, anonymous: str) -> ToolOutput:
     step = tree.backtrack()
     namer = Namer(backend, settings)
     left = _term(backend, namer, step.left)
@@ -143,9 +163,10 @@ def _backtrack(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker,
         data = TraverseResult(entity=root, backtracked_from=left, climbed=climbed, exhausted=True, path=[root])
         return ToolOutput(text, data)
     offered = step.offered
-    view = _read(backend, settings, _node(backend, offered.id), tree.question, ranker)
+    node = _node(backend, offered.id)
+    view = _read(backend, settings, node, tree.question, ranker)
     _explore(tree, view, step.parent, offered.relation)
-    out = _render(backend, settings, tree, ranker, view, k)
+    out = _render(backend, settings, tree, ranker, view, k, _listing(backend, settings, node, anonymous), anonymous)
     parent = _term(backend, namer, step.parent)
     child = _term(backend, namer, offered.id)
     passed = "".join(f" {_name(c)} has no unexplored neighbour left;" for c in climbed)
@@ -193,31 +214,34 @@ def _explore(tree: Tree, view: _View, parent: str | None, via: str | None) -> No
     tree.add(Node(id=namer.id(node), label=clipped(namer.label(node), LABEL_CHARS), parent=parent, via=via, candidates=list(best.values())))
 
 
-def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int) -> ToolOutput:
+def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, view: _View, k: int, listing: Listing,
+            anonymous: str) -> ToolOutput:
     namer, node, edges = view.namer, view.node, view.edges
-    # Blank nodes after the rest (in rank order): they never push a named triple out of the top k.
-    order = sorted(_ranked(view, tree.question), key=lambda i: isinstance(edges[i].value, ox.BlankNode))[:k]
+    ranked = _ranked(view, tree.question)
+    blank = [i for i in ranked if isinstance(edges[i].value, ox.BlankNode)]
+    listed = lists_anonymous(anonymous, node) or len(blank) == len(ranked)
+    # Named triples in rank order, then (when listed) those to blank nodes: they never push a named
+    # triple out of the top k.
+    order = [i for i in ranked if not isinstance(edges[i].value, ox.BlankNode)] + (blank if listed else [])
+    page = order[listing.offset : listing.offset + k]
     entity_id = namer.id(node)
     path_ids = tree.path(entity_id)
     this = namer.out(node)
-    triples = []
-    lines = []
-    for n, i in enumerate(order, 1):
+    triples, lines = [], []
+    for n, i in enumerate(page, listing.offset + 1):
         edge = edges[i]
         subject, obj = (node, edge.value) if edge.direction is Direction.OUTGOING else (edge.value, node)
-        triple = TripleOut(
-            subject=namer.out(subject),
-            relation=namer.id(edge.predicate),
-            relationLabel=namer.predicate_label(edge.predicate),
-            object=namer.out(obj),
-            score=round(view.scores[i], 4) if tree.question else None,
-        )
-        triples.append(triple)
-        lines.append(f"({n}) {cell(_shown(namer, subject), settings)} | {triple.relation} | {cell(_shown(namer, obj), settings)}")
+        triples.append({
+            "subject": namer.term(subject), "relation": namer.id(edge.predicate),
+            "relationLabel": namer.predicate_label(edge.predicate), "object": namer.term(obj),
+            "score": round(view.scores[i], 4) if tree.question else None,
+        })
+        lines.append(f"({n}) {cell(_shown(namer, subject), settings)} | {namer.id(edge.predicate)} | {cell(_shown(namer, obj), settings)}")
     total = view.total
     head = f"{_name(this)}: {plural(total, 'triple')}"
-    if len(order) < total:
-        head += f", the {len(order)} most relevant to the question shown" if tree.question else f", the first {len(order)} shown"
+    if blank and not listed:
+        head += f" ({len(order):,} named listed, {len(blank):,} to anonymous nodes summed up)"
+    shown_phrase = len(head)  # where the words on what this page shows go, once it is cut to fit
     if len(edges) < total:
         head += f" (a large neighbourhood: only the {len(edges)} triples of its most relevant relations were read)"
     head += "."
@@ -225,7 +249,11 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
     if len(path) > 1:
         steps = " ".join(f"--{tree.nodes[i].via}--> {_name(t)}" for i, t in zip(path_ids[1:], path[1:]))
         head += f"\nPath from the topic entity: {_name(path[0])} {steps}"
-    text = head + ("\n" + "\n".join(lines) if lines else "\nIt has no triples.")
+    summed = None
+    if blank and not listed:
+        call = f'kgr_search(entity="{entity_id}", anonymous="list")'
+        summed = anonymous_summary(backend, namer.id, [edges[i].value for i in blank], len(blank), call)
+    foot = "\n" + anonymous_line("triples to anonymous nodes", summed) if summed is not None else ""
     current = tree.nodes[entity_id]
     data = TraverseResult(
         entity=this,
@@ -234,11 +262,23 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
         path=path,
         total=total,
         read=len(edges),
-        shown=len(triples),
+        shown=0,
         ranked_by=ranker.name if tree.question else None,
-        triples=triples,
+        offset=listing.offset,
+        anonymous=summed,
     )
-    return ToolOutput(capped(text, settings, "Ask for fewer triples (top_k)."), data)
+    fits = listing.fit(lines, triples, text_used=len(head) + len(foot) + 1 + 60,
+                       json_used=len(data.model_dump_json()) + 500)
+    token, more = listing.more(fits, len(order), again=f'kgr_search(entity="{entity_id}")')
+    if len(order) > fits or listing.offset:
+        which = f"the {fits} most relevant to the question" if tree.question else f"the first {fits}"
+        if listing.offset:
+            which = f"{fits} more, from #{listing.offset + 1},"
+        head = f"{head[:shown_phrase]}, {which} shown{head[shown_phrase:]}"
+    text = head + ("\n" + "\n".join(lines[:fits]) if lines else "\nIt has no triples.") + foot
+    data.triples = _TRIPLES.validate_python(triples[:fits])  # at once, in pydantic's compiled core
+    data.shown, data.next_cursor = fits, token
+    return ToolOutput(with_more(capped(text, settings, "Ask for fewer triples (top_k)."), more), data)
 
 
 def _neighbourhood(backend: Backend, node: ox.NamedNode, question: str, ranker: Ranker | None) -> tuple[list[Edge], int]:

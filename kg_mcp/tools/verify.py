@@ -38,6 +38,7 @@ MAX_CLAIMS = 50
 MAX_HOPS = 10
 MAX_TOTAL_HOPS = 100  # triples checked in one call, over all claims and paths
 MAX_CONFLICTS_SHOWN = 20  # values a verdict's reason lists
+VALUE_START = 100  # characters of a long literal a verdict's reason shows (with its length and the call that reads it)
 MAX_EVIDENCE = 5  # triples a verdict's structured evidence keeps (evidence_total says how many there were)
 _MIDNIGHT = re.compile(r"T00:00:00Z$")
 
@@ -116,9 +117,9 @@ def verify(backend: Backend, settings: Settings, claims: list[TripleClaim | Path
             md_rows.append((label, f"({c.subject}, {c.relation}, {c.object})", hop.status, hop.reason))
     summary = ", ".join(f"{sum(v.status == s for v in verdicts)} {s}" for s in ("supported", "conflicting", "not_found", "unknown_entity") if any(v.status == s for v in verdicts))
     text = f"verify: {plural(len(verdicts), 'claim')}: {summary}.\n" + table(("claim", "triple", "status", "evidence"), md_rows, settings)
-    # A chain the evidence cell cuts (an entailment, a stated conflict) follows the table whole.
-    chains = [(label, reason) for label, _, _, reason in md_rows
-              if len(reason) > settings.max_cell_chars and reason.startswith(("entailed", "the KG states"))]
+    # Evidence the cell cuts (a chain, the values the KG has instead) follows the table whole: a
+    # reason is bounded (MAX_CONFLICTS_SHOWN values, long literals by their start).
+    chains = [(label, reason) for label, _, _, reason in md_rows if len(reason) > settings.max_cell_chars]
     if chains:
         text += "\n\nWhole evidence of the rows cut above:\n" + "\n".join(f"- {label}: {reason}" for label, reason in chains)
     return ToolOutput(capped(text, settings, "Verify fewer claims at once.", read_whole=not chains), VerifyResult(claims=verdicts))
@@ -190,23 +191,47 @@ def _check(backend: Backend, namer: Namer, claim: TripleClaim) -> HopVerdict:
             return verdict("conflicting", f"the KG states {stated.reason}: {_chain_text(namer, stated.chain)}",
                            _chain_evidence(namer, stated.chain), len(stated.chain))
     if seen_values:
-        listed_values = seen_values[:MAX_CONFLICTS_SHOWN]
+        named = [(s, v) for s, v in seen_values if not isinstance(v, ox.BlankNode)]
+        listed_values = named[:MAX_CONFLICTS_SHOWN]
         namer.add(v for _, v in listed_values)
-        listed = ", ".join(
-            f"{namer.value_text(v)}" + (f" ({namer.label(v)})" if namer.label(v) else "") for _, v in listed_values
-        )
-        more = f" and {len(seen_values) - MAX_CONFLICTS_SHOWN} more" if len(seen_values) > MAX_CONFLICTS_SHOWN else ""
-        evidence = [_evidence(namer, s, relation, direction, v) for s, v in listed_values[:MAX_EVIDENCE]]
+        listed = _values_text(namer, seen_values, listed_values, relation, direction)
+        evidence = [_evidence(namer, s, relation, direction, v) for s, v in (listed_values or seen_values)[:MAX_EVIDENCE]]
         if entailment.many_valued(backend, predicate) and not entailment.functional(backend, predicate):
             # Another superclass, type or label says nothing against this one.
-            reason = (f"neither stated nor entailed; the KG has {_arrow(relation, direction)} = {listed}{more} "
-                      f"({relation} holds several values, so these are no conflict)")
+            reason = f"neither stated nor entailed; the KG has {listed} ({relation} holds several values: no conflict)"
             return verdict("not_found", reason, evidence, len(seen_values))
-        return verdict("conflicting", f"the KG has {relation} = {listed}{more}", evidence, len(seen_values))
+        return verdict("conflicting", f"the KG has {listed}", evidence, len(seen_values))
     if object_node is not None and not backend.exists(object_node):
         return verdict("unknown_entity", f"object: {quoted(target)} is not in the KG")
     subject_text = ", ".join(namer.heading(s) for s in subjects)
     return verdict("not_found", f"{subject_text} has no {_arrow(relation, direction)} triples")
+
+
+def _values_text(namer: Namer, seen: list, listed: list, relation: str, direction: Direction) -> str:
+    """The values the KG has instead, as an evidence cell reads them: the call that reads them all
+    first (a cell is cut), then each named value (a long literal by its start and length), then
+    how many more and how many anonymous."""
+    subjects = list(dict.fromkeys(s for s, _ in seen))
+    values = ", ".join(_value_text(namer, v) for _, v in listed)
+    more = len([v for _, v in seen if not isinstance(v, ox.BlankNode)]) - len(listed)
+    blank = sum(isinstance(v, ox.BlankNode) for _, v in seen)
+    rest = (f" and {more:,} more" if more else "") + (f" and {blank:,} anonymous (blank nodes)" if blank else "")
+    where = "" if direction is Direction.OUTGOING else ', direction="incoming"'
+    reads = (f'; search(entity="{namer.id(subjects[0])}"{where}, properties_to_filter_for=["{relation}"]) '
+             "reads them whole") if len(subjects) == 1 and (rest or values != _plain(namer, listed)) else ""
+    return f"{_arrow(relation, direction)} = {values}{rest}{reads}" if values else f"{_arrow(relation, direction)} ={rest}{reads}"
+
+
+def _plain(namer: Namer, listed: list) -> str:
+    return ", ".join(namer.value_text(v) + (f" ({namer.label(v)})" if namer.label(v) else "") for _, v in listed)
+
+
+def _value_text(namer: Namer, value) -> str:
+    """A value as a cell lists it: an entity with its label; a long literal by its start and length."""
+    if isinstance(value, ox.Literal) and len(value.value) > VALUE_START:
+        return f"{namer.value_text(value)[:VALUE_START]}… ({len(value.value):,} characters)"
+    label = namer.label(value)
+    return namer.value_text(value) + (f" ({label})" if label else "")
 
 
 def _never(_value) -> bool:
