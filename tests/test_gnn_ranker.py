@@ -22,9 +22,10 @@ from kg_mcp.agents.trajectories import trajectory
 from kgr_scripts import as_chat_policy, gold_walker
 
 from kg_mcp.errors import ConfigError
-from kg_mcp.gnn_ranker import CONTEXT, GNNRanker, Hop, Params, Vocabulary, gather, load_ranker, loss_and_grads
-from kg_mcp.gnn_training import mean_loss
-from kg_mcp.ranking import LexicalRanker, get_ranker
+from kg_mcp.kg_reasoner.gnn_ranker import CONTEXT, GNNRanker, Hop, Params, Vocabulary, gather, load_ranker, loss_and_grads
+from kg_mcp.kg_reasoner.gnn_training import mean_loss
+from kg_mcp.kg_reasoner import get_ranker
+from kg_mcp.kg_reasoner.ranking import LexicalRanker
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 

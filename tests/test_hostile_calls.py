@@ -23,8 +23,8 @@ from kg_mcp.backends import open_store
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from kg_mcp.tools.traverse import kgr_search
-from kg_mcp.traversal import TraversalStore
-from kg_mcp.ranking import LexicalRanker
+from kg_mcp.kg_reasoner.traversal import TraversalStore
+from kg_mcp.kg_reasoner.ranking import LexicalRanker
 from tests.fault_proxy import kg_mcp_server
 
 HUB = "kg:Drama"  # thousands of films point at it

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fault_proxy import Fault, FaultProxy, kg_mcp_server
 from kg_mcp.tools.lanes import Busy, Lane
-from kg_mcp.traversal import TraversalStore
+from kg_mcp.kg_reasoner.traversal import TraversalStore
 
 # --- the lanes, on an event loop -----------------------------------------------------------------
 

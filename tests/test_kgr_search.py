@@ -10,11 +10,12 @@ from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.backends import open_store
 from kg_mcp.errors import ConfigError, InvalidInput
 from kg_mcp.loading import load_sources
-from kg_mcp.ranking import EmbeddingRanker, LexicalRanker, get_ranker, top_k, words
+from kg_mcp.kg_reasoner import get_ranker
+from kg_mcp.kg_reasoner.ranking import EmbeddingRanker, LexicalRanker, top_k, words
 from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from kg_mcp.tools.traverse import kgr_search, traversal_key
-from kg_mcp.traversal import MAX_NODES, Node, TraversalStore, Tree
+from kg_mcp.kg_reasoner.traversal import MAX_NODES, Node, TraversalStore, Tree
 
 # Ann wrote Book (published by Press); Ann was born in Town (in Land); Ann's pet Rex.
 SMALL_KB = """Ann|wrote|Book
@@ -186,8 +187,8 @@ def test_embedding_ranker_takes_any_encoder():
 def test_rankers_by_name():
     assert get_ranker().name == "lexical" and get_ranker("lexical").name == "lexical"
     assert get_ranker("embedding").name == "embedding"  # loaded on first use only
-    assert get_ranker("kg_mcp.ranking:LexicalRanker").name == "lexical"
-    for bad in ("nonsense", "no_such_module:x", "kg_mcp.ranking:words"):
+    assert get_ranker("kg_mcp.kg_reasoner.ranking:LexicalRanker").name == "lexical"
+    for bad in ("nonsense", "no_such_module:x", "kg_mcp.kg_reasoner.ranking:words"):
         with pytest.raises(ConfigError):
             get_ranker(bad)
 

@@ -263,9 +263,9 @@ def test_the_instructions_say_how_many_lie_directly_below_a_root(ontology_store)
 
 
 def test_kgr_search_sums_up_the_triples_to_blank_nodes_and_pages_on(ontology_store):
-    from kg_mcp.ranking import LexicalRanker
+    from kg_mcp.kg_reasoner.ranking import LexicalRanker
     from kg_mcp.tools.traverse import kgr_search
-    from kg_mcp.traversal import Tree
+    from kg_mcp.kg_reasoner.traversal import Tree
 
     linkml = ontology_store("linkml")
     tree = Tree("what is a slot definition a kind of")

@@ -20,9 +20,9 @@ from kg_mcp.server import build_server
 from kg_mcp.settings import Settings
 from kg_mcp.tools import explore_kg, follow, get_relations, search, verify
 from kg_mcp.tools.traverse import kgr_search
-from kg_mcp.ranking import LexicalRanker
+from kg_mcp.kg_reasoner.ranking import LexicalRanker
 from kg_mcp.tools.verify import TripleClaim
-from kg_mcp.traversal import Tree
+from kg_mcp.kg_reasoner.traversal import Tree
 from tests.ontologies import ontology_file
 
 SH = rdflib.Namespace("http://www.w3.org/ns/shacl#")

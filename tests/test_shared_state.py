@@ -19,7 +19,7 @@ from kg_mcp.state import SharedStateError, redis_store
 from kg_mcp.state.memory import InProcessState
 from kg_mcp.state.redis_store import RedisState
 from kg_mcp.state.trees import decode, encode
-from kg_mcp.traversal import Candidate, Node
+from kg_mcp.kg_reasoner.traversal import Candidate, Node
 
 
 @pytest.fixture(scope="module")

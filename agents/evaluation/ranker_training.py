@@ -19,8 +19,8 @@ from tqdm import tqdm
 from kg_mcp.agents.evaluation.benchmarks import Benchmark, select
 from kg_mcp.agents.evaluation.gold_hops import GoldHop, gold_hops, split_of
 from kg_mcp.backends import Backend, Direction
-from kg_mcp.gnn_ranker import CONTEXT, GNNRanker, Hop, ModelInfo, Vocabulary, index_hop, question_key
-from kg_mcp.gnn_training import fit
+from kg_mcp.kg_reasoner.gnn_ranker import CONTEXT, GNNRanker, Hop, ModelInfo, Vocabulary, index_hop, question_key
+from kg_mcp.kg_reasoner.gnn_training import fit
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer
 from kg_mcp.tools.traverse import edges_around, graph_items

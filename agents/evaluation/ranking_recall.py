@@ -17,10 +17,10 @@ from tqdm import tqdm
 from kg_mcp.agents.evaluation.benchmarks import Question
 from kg_mcp.agents.evaluation.gold_hops import GoldHop, gold_hops
 from kg_mcp.backends import Backend
-from kg_mcp.ranking import Ranker
+from kg_mcp.kg_reasoner.ranking import Ranker
 from kg_mcp.settings import Settings
 from kg_mcp.tools.traverse import kgr_search
-from kg_mcp.traversal import Tree
+from kg_mcp.kg_reasoner.traversal import Tree
 
 
 @dataclass

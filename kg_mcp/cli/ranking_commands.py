@@ -70,7 +70,7 @@ def run_ranking(bench, *, rankers, top_k, sample, seed, limit, store, store_cach
     from kg_mcp.agents.evaluation.ranking_recall import measure, unseen
     from kg_mcp.agents.evaluation.stores import ensure_store
     from kg_mcp.backends import open_backend
-    from kg_mcp.ranking import get_ranker
+    from kg_mcp.kg_reasoner import get_ranker
 
     if bench.name not in WITH_GOLD_PATHS:
         raise ConfigError(f"--ranking needs gold paths: {', '.join(WITH_GOLD_PATHS)}.")

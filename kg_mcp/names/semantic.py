@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from kg_mcp.names.index import NameIndex, NameMatch
-from kg_mcp.ranking import static_encoder
+from kg_mcp.kg_reasoner.ranking import static_encoder
 
 log = logging.getLogger(__name__)
 

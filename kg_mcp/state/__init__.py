@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from kg_mcp.errors import KGError
-from kg_mcp.traversal import Tree
+from kg_mcp.kg_reasoner.traversal import Tree
 
 
 class SharedStateError(KGError):

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from kg_mcp.state import Checkout, Lease, SharedState
 from kg_mcp.state.trees import adopt
-from kg_mcp.traversal import TraversalStore
+from kg_mcp.kg_reasoner.traversal import TraversalStore
 
 MAX_BUCKETS = 10_000  # rate-limit buckets kept; full (idle) ones are dropped first
 MAX_ANSWERS = 1_024  # last answers kept for replayed kgr_search requests

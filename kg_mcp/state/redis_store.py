@@ -8,7 +8,7 @@ key long or collide with another kind):
   (sorted sets by last use), `kgmcp:tree-bytes`, `kgmcp:tree-owner`, `kgmcp:caller-bytes` and
   `kgmcp:trees-bytes` count them, in number and in bytes, per caller and in all: the bounds, taken
   from Redis's own maxmemory, and what goes first past them are kg_mcp.state.redis_trees'. One tree
-  is at most MAX_NODES entities of MAX_CANDIDATES neighbours (kg_mcp.traversal): about 1 MB of JSON
+  is at most MAX_NODES entities of MAX_CANDIDATES neighbours (kg_mcp.kg_reasoner.traversal): about 1 MB of JSON
   at worst.
 - `kgmcp:lock:NAME` a lock (a traversal's, an endpoint's name-index build): a random token with a
   LEASE_S expiry that a thread renews while it is held, so a replica that dies frees it within
@@ -43,7 +43,7 @@ from kg_mcp.calls import deadline
 from kg_mcp.state import Checkout, Lease, SharedState, SharedStateError
 from kg_mcp.state.redis_trees import MAKE_ROOM, SAVE, BudgetReader, index_keys, pack, room_needed, unpack
 from kg_mcp.state.trees import decode, encode
-from kg_mcp.traversal import TREES_PER_CALLER, Tree
+from kg_mcp.kg_reasoner.traversal import TREES_PER_CALLER, Tree
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kg_mcp.traversal import Candidate, Node, Tree
+from kg_mcp.kg_reasoner.traversal import Candidate, Node, Tree
 
 
 def encode(tree: Tree) -> dict:

@@ -27,7 +27,7 @@ from kg_mcp.backends import Backend, graph_access
 from kg_mcp.calls.caller import current as current_caller
 from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics
-from kg_mcp.ranking import ranker_from_env
+from kg_mcp.kg_reasoner import ranker_from_env
 from kg_mcp.settings import Settings, sparql_offered
 from kg_mcp.state import SharedState, SharedStateError
 from kg_mcp.state.memory import InProcessState

@@ -31,7 +31,7 @@ from kg_mcp.errors import KGError
 from kg_mcp.observability import metrics, tracing
 from kg_mcp.settings import Settings
 from kg_mcp.state.trees import decode, encode
-from kg_mcp.traversal import Tree
+from kg_mcp.kg_reasoner.traversal import Tree
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _start(path: str, profile: str, settings_json: str, traces_to: str | None) -
     if traces_to:
         tracing.configure(traces_to, "kg-mcp-worker")
     from kg_mcp.backends import open_store
-    from kg_mcp.ranking import ranker_from_env
+    from kg_mcp.kg_reasoner import ranker_from_env
 
     _backend = open_store(path, profile=profile, settings=Settings.model_validate_json(settings_json))
     _ranker = ranker_from_env()

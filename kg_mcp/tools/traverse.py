@@ -5,7 +5,7 @@ A search returns the triples around an entity, both directions, as numbered line
 given and cut to the top k. Large neighbourhoods are read by relation, the most relevant
 relations first, up to FETCH_BUDGET edges, so a hub costs no more than a small entity.
 
-Each explored entity joins the session's traversal tree (`kg_mcp.traversal`). `backtrack=true`
+Each explored entity joins the session's traversal tree (`kg_mcp.kg_reasoner.traversal`). `backtrack=true`
 leaves the current entity for its parent and explores the parent's next-best unexplored
 neighbour, climbing further up while an ancestor has none left, until the topic entity.
 """
@@ -23,12 +23,12 @@ from kg_mcp.backends import Backend, Direction
 from kg_mcp.backends.base import Term
 from kg_mcp.errors import InvalidInput
 from kg_mcp.quoting import clipped
-from kg_mcp.ranking import GraphRanker, Link, RankItem, Ranker, top_k
+from kg_mcp.kg_reasoner.ranking import GraphRanker, Link, RankItem, Ranker, top_k
 from kg_mcp.settings import Settings
 from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell, plural
 from kg_mcp.tools.anonymous import AnonymousSummary, anonymous_line, anonymous_summary, check_anonymous, lists_anonymous
 from kg_mcp.tools.pages import Listing, Paged, with_more
-from kg_mcp.traversal import LABEL_CHARS, MAX_CANDIDATES, Candidate, Node, Tree
+from kg_mcp.kg_reasoner.traversal import LABEL_CHARS, MAX_CANDIDATES, Candidate, Node, Tree
 
 FETCH_BUDGET = 1000  # edges read around one entity
 DEFAULT_TOP_K = 20

@@ -14,21 +14,18 @@ ties keep the input order). Shipped:
   encoder plugs in as `EmbeddingRanker(encode)`, where `encode(texts)` returns one vector per
   text (a sentence-transformers model's `.encode`, for instance).
 
-- `gnn`: KG-Reasoner's graph-attention ranker (`kg_mcp.gnn_ranker`), trained here with
+- `gnn`: KG-Reasoner's graph-attention ranker (`kg_mcp.kg_reasoner.gnn_ranker`), trained here with
   `kg-mcp train-ranker`; `gnn` loads the model shipped in the package, `gnn:FILE` another. It is a
   `GraphRanker`: besides texts it scores `RankItem`s, each candidate with its own neighbours.
 
-`ranker_from_env()` picks one from KG_MCP_RANKER: `lexical`, `embedding`, `gnn`, `gnn:FILE`, or
-`module:factory` for your own.
+Which one a server uses is chosen in kg_mcp.kg_reasoner.choice (KG_MCP_RANKER).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -204,51 +201,3 @@ def static_encoder() -> Encoder:
         return get_embeddings(list(texts))
 
     return encode
-
-
-class _Lazy:
-    """A ranker built on first use (an embedding model loads only if a ranking is ever needed)."""
-
-    def __init__(self, name: str, build: Callable[[], Ranker]):
-        self.name = name
-        self._build = build
-        self._ranker: Ranker | None = None
-        self._lock = threading.Lock()
-
-    def score(self, question: str, texts: Sequence[str]) -> list[float]:
-        with self._lock:
-            if self._ranker is None:
-                self._ranker = self._build()
-        return self._ranker.score(question, texts)
-
-
-def get_ranker(spec: str | None = None) -> Ranker:
-    """`lexical` (default), `embedding`, `gnn` (the shipped model), `gnn:FILE`, or `module:factory`
-    (a callable returning a Ranker)."""
-    spec = (spec or "lexical").strip()
-    if spec == "lexical":
-        return LexicalRanker()
-    if spec == "embedding":
-        return _Lazy("embedding", lambda: EmbeddingRanker(static_encoder()))
-    if spec == "gnn" or spec.startswith("gnn:"):
-        from kg_mcp.gnn_ranker import load_ranker
-
-        return load_ranker(spec.partition(":")[2] or None)
-    module, sep, attr = spec.partition(":")
-    if not sep or not module or not attr:
-        raise ConfigError(f"unknown ranker {spec!r}: use lexical, embedding, gnn, gnn:FILE, or module:factory")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"cannot load the ranker {spec!r}: {e}") from None
-    try:
-        ranker = factory()
-    except TypeError as e:
-        raise ConfigError(f"cannot make the ranker {spec!r}: {e}") from None
-    if not isinstance(ranker, Ranker):
-        raise ConfigError(f"{spec!r} did not return a ranker (an object with .name and .score(question, texts))")
-    return ranker
-
-
-def ranker_from_env() -> Ranker:
-    return get_ranker(os.environ.get("KG_MCP_RANKER"))

@@ -9,7 +9,7 @@ question's vector and `f(x) = [relation; entity; backwards]` an edge's features:
     z       = tanh( W_l f(l) + W_n sum_j alpha_j f(n_j) + b )
     score   = z . (P q)
 
-`A`, `W_l`, `W_n`, `b` and `P` are learned (`kg_mcp.gnn_training`); a model file (.npz) holds
+`A`, `W_l`, `W_n`, `b` and `P` are learned (`kg_mcp.kg_reasoner.gnn_training`); a model file (.npz) holds
 them with what it was trained on, so that a measurement can refuse questions it saw.
 """
 
@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from kg_mcp.errors import ConfigError
-from kg_mcp.ranking import Link, RankItem, static_encoder
+from kg_mcp.kg_reasoner.ranking import Link, RankItem, static_encoder
 
 DIM = 64  # the static model's vector size
 FEATURES = 2 * DIM + 1  # relation, entity, backwards
 HIDDEN = 64
 CONTEXT = 8  # neighbours read per candidate and direction
-DEFAULT_MODEL = Path(__file__).parent / "data" / "gnn-ranker.npz"
+DEFAULT_MODEL = Path(__file__).parents[1] / "data" / "gnn-ranker.npz"
 _PARAMS = ("A", "Wl", "Wn", "b", "P")
 
 
@@ -253,7 +253,7 @@ class ModelInfo:
 
 
 class GNNRanker:
-    """The graph-attention ranker: a `GraphRanker` (see kg_mcp.ranking)."""
+    """The graph-attention ranker: a `GraphRanker` (see kg_mcp.kg_reasoner.ranking)."""
 
     name = "gnn"
     context_size = CONTEXT

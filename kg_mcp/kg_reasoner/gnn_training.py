@@ -1,4 +1,4 @@
-"""Fitting the graph-attention ranker (`kg_mcp.gnn_ranker`) to hops whose gold candidates are known.
+"""Fitting the graph-attention ranker (`kg_mcp.kg_reasoner.gnn_ranker`) to hops whose gold candidates are known.
 
 Adam on the listwise loss, in shuffled mini-batches; the epoch with the lowest validation loss is
 kept. Numpy only, a few minutes on two cores for thousands of hops.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kg_mcp.gnn_ranker import Hop, Params, gather, loss_and_grads
+from kg_mcp.kg_reasoner.gnn_ranker import Hop, Params, gather, loss_and_grads
 
 
 @dataclass
