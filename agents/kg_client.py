@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,22 @@ class ToolResult:
     data: dict[str, Any] | None
     is_error: bool
     seconds: float
+
+
+MAX_PAGES = 50  # pages of one listing a driver reads at most (20,000 characters each by default)
+
+
+async def read_pages(
+    call: Callable[[str, dict[str, Any]], Awaitable[ToolResult]], name: str, arguments: dict[str, Any],
+    *, max_pages: int = MAX_PAGES,
+) -> list[ToolResult]:
+    """The pages of one listing: the call, then the same call with the `next_cursor` each page's
+    structured content gives, as a model reading its last line would; until the last page, an
+    error or `max_pages`. `call` is KGClient.call_tool or a driver's traced call (Run.tool)."""
+    pages = [await call(name, arguments)]
+    while len(pages) < max_pages and not pages[-1].is_error and (pages[-1].data or {}).get("next_cursor"):
+        pages.append(await call(name, {**arguments, "cursor": pages[-1].data["next_cursor"]}))
+    return pages
 
 
 class KGClient:
@@ -161,6 +178,10 @@ class KGClient:
             if spec.name == name:
                 return spec
         raise KeyError(f"the KG server has no tool {name!r} (it has {', '.join(t.name for t in self.tools)})")
+
+    async def call_pages(self, name: str, arguments: dict[str, Any], *, max_pages: int = MAX_PAGES) -> list[ToolResult]:
+        """Every page of a listing call (read_pages), at most `max_pages`."""
+        return await read_pages(self.call_tool, name, arguments, max_pages=max_pages)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         assert self._client is not None, "use KGClient inside `async with`"
