@@ -12,7 +12,7 @@ import re
 import shlex
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,19 @@ async def read_pages(
     return pages
 
 
+@asynccontextmanager
+async def _streamable_http(url: str, token: str | None):
+    """The SDK's streamable HTTP transport with an HTTP client of its own, closed with it (the SDK
+    leaves a client it is given open)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
+
+
 class KGClient:
     """`async with KGClient(target) as kg: await kg.call_tool("search", {...})`."""
 
@@ -115,11 +128,7 @@ class KGClient:
             program, *args = shlex.split(command)
             return cls(StdioServerParameters(command=program, args=args, env=dict(os.environ)))
         if url is not None:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            headers = {"Authorization": f"Bearer {token}"} if token else {}
-            return cls(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
+            return cls(_streamable_http(url, token))
         from kg_mcp.backends.base import Backend
 
         if isinstance(server, Backend):
