@@ -194,7 +194,8 @@ class _Ark:
                 "invalid anchor", f"{wanted!r} is not an entity of the KG: {tool_error_text(result.text)}"
             )
         # a later page that fails (a cursor gone stale) ends the list there
-        relations = [r for page in pages if not page.is_error for r in (page.data or {}).get("relations") or []]
+        listed = [page.data or {} for page in pages if not page.is_error]
+        relations = [r for data in listed for r in data.get("relations") or ()]
         if not relations:
             return reject(
                 "invalid anchor", f"{wanted!r} has no relations in the KG, so it cannot be an anchor."

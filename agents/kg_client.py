@@ -188,7 +188,8 @@ class KGClient:
                 return spec
         raise KeyError(f"the KG server has no tool {name!r} (it has {', '.join(t.name for t in self.tools)})")
 
-    async def call_pages(self, name: str, arguments: dict[str, Any], *, max_pages: int = MAX_PAGES) -> list[ToolResult]:
+    async def call_pages(self, name: str, arguments: dict[str, Any], *,
+                         max_pages: int = MAX_PAGES) -> list[ToolResult]:
         """Every page of a listing call (read_pages), at most `max_pages`."""
         return await read_pages(self.call_tool, name, arguments, max_pages=max_pages)
 

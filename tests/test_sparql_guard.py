@@ -483,7 +483,8 @@ def test_no_row_of_another_graph_on_an_endpoint_with_graph(two_graphs, canary):
 async def test_smuggling_through_a_real_server_never_reaches_the_canary(metaqa_store_dir, canary):
     queries = [q for q in smuggling_queries(canary.url) if "# c" in q][:20] + red_team_queries(canary.root)
     with kg_mcp_server("--store", str(metaqa_store_dir), "--enable-sparql") as server:
-        async with httpx2.AsyncClient(timeout=60) as http, Client(streamable_http_client(server.url, http_client=http)) as client:
+        async with httpx2.AsyncClient(timeout=60) as http, \
+                Client(streamable_http_client(server.url, http_client=http)) as client:
             errors = 0
             for query in queries:
                 result = await client.call_tool("sparql", {"query": query})
@@ -506,7 +507,8 @@ async def test_no_row_of_another_graph_through_a_real_server(two_graphs, canary)
         f"PREFIX : <{canary.root}> SELECT * WHERE {{ SERVICE:x {{ ?s ?p ?o }} }}",
     ]
     with kg_mcp_server("--sparql", two_graphs, "--graph", PUBLIC, "--enable-sparql") as server:
-        async with httpx2.AsyncClient(timeout=60) as http, Client(streamable_http_client(server.url, http_client=http)) as client:
+        async with httpx2.AsyncClient(timeout=60) as http, \
+                Client(streamable_http_client(server.url, http_client=http)) as client:
             results = [await client.call_tool("sparql", {"query": query}) for query in queries]
     texts = [result.content[0].text for result in results]
     assert [result.is_error for result in results] == [True, True, False, True], texts

@@ -53,7 +53,8 @@ async def walk_gold_query(calls: _Calls, question: Question, mode: str, profile:
     if topic is None:
         return _no_topic(question), ""
     listed = await calls.call("get_relations", {"entity": topic})
-    relations = [] if listed.is_error else [row["relation"] for row in named_cells(listed.text) if row.get("relation")]
+    rows = [] if listed.is_error else named_cells(listed.text)
+    relations = [row["relation"] for row in rows if row.get("relation")]
     matches = simple_relation_matches(relations, question.gold_relation or "")
     if not matches:
         return None, NO_MATCHING_RELATION

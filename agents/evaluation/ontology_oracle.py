@@ -237,7 +237,8 @@ def _whole_values(text: str) -> dict[int, str]:
 
 
 async def read_pages(kg: KGClient, tool: str, arguments: dict) -> tuple[list, int]:
-    """The call's pages (KGClient.call_pages, at most kg_client.MAX_PAGES) and the characters of their texts."""
+    """The call's pages (KGClient.call_pages, at most kg_client.MAX_PAGES) and the characters of
+    their texts."""
     pages = await kg.call_pages(tool, arguments)
     return pages, sum(len(page.text) for page in pages)
 
