@@ -6,7 +6,8 @@ Each reasoning step k runs a fixed procedure, every selection a structured JSON 
    earlier steps are offered as candidates). It is valid only if `get_relations` knows it and
    lists at least one relation around it (the paper's "head entity"; here a relation in either
    direction counts). Invalid: feedback, another attempt.
-2. Relations: those `get_relations` listed are shown (`~rel` = incoming).
+2. Relations: those `get_relations` listed are shown (`~rel` = incoming), read over its pages
+   (at most RELATION_PAGES; the number left out is said).
 3. Relation: the model picks one; it must be listed (exact name, any case, or a label that
    names exactly one listed relation). An empty choice means "dead end": back to step 1,
    which costs one more anchor attempt.
@@ -50,7 +51,7 @@ from kg_mcp.agents.ark_replies import (
     tool_error_text,
 )
 from kg_mcp.agents.conventions import DEFAULT_CONVENTION, topic_rule
-from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.kg_client import KGClient, read_pages
 from kg_mcp.agents.models.base import Message, Model, Sampling
 from kg_mcp.agents.models.json_text import parse_json_object
 from kg_mcp.agents.run import AgentResult, Run, resolve_topics
@@ -61,6 +62,10 @@ from kg_mcp.prompt_files import read_prompt
 EXEMPLARS = {"wikidata": "wikidata", "freebase": "freebase"}  # any other profile: generic
 ID_EXAMPLES = {"wikidata": "wd:Q42", "freebase": "m.0jcx"}
 MAX_CANDIDATES = 60
+# pages of get_relations read for one anchor: 60,000 characters at the default budget, what one
+# output held before listings were paged (Douglas Adams's 294 relations in the tests' Wikidata
+# sample take 2 pages)
+RELATION_PAGES = 3
 
 
 @dataclass
@@ -182,12 +187,15 @@ class _Ark:
             entity = by_label[0]
         else:
             entity = wanted
-        result = await self.run.tool("get_relations", {"entity": entity})
+        pages = await read_pages(self.run.tool, "get_relations", {"entity": entity}, max_pages=RELATION_PAGES)
+        result = pages[0]
         if result.is_error or not result.data:
             return reject(
                 "invalid anchor", f"{wanted!r} is not an entity of the KG: {tool_error_text(result.text)}"
             )
-        relations = result.data.get("relations") or []
+        # a later page that fails (a cursor gone stale) ends the list there
+        listed = [page.data or {} for page in pages if not page.is_error]
+        relations = [r for data in listed for r in data.get("relations") or ()]
         if not relations:
             return reject(
                 "invalid anchor", f"{wanted!r} has no relations in the KG, so it cannot be an anchor."
@@ -195,9 +203,9 @@ class _Ark:
         anchor = result.data["entity"]
         if anchor.get("label"):
             self.labels.setdefault(anchor["id"], anchor["label"])
-        return accept((anchor, relations))
+        return accept((anchor, relations, result.data.get("total", len(relations))))
 
-    def relation_prompt(self, anchor: dict[str, Any], relations: list[dict[str, Any]]) -> str:
+    def relation_prompt(self, anchor: dict[str, Any], relations: list[dict[str, Any]], total: int) -> str:
         done = {s.relation: s.number for s in self.steps if s.anchor["id"] == anchor["id"]}
         lines = []
         for r in relations:
@@ -207,6 +215,8 @@ class _Ark:
             if name in done:
                 line += f" (explored in step {done[name]})"
             lines.append(line)
+        if total > len(relations):
+            lines.append(f"- ... and {total - len(relations):,} more, not shown")
         return (
             read_prompt("ark/relation.md")
             .render(anchor=show_entity(anchor), relations="\n".join(lines))
@@ -317,9 +327,9 @@ class _Ark:
         self.messages = self.base() + [Message("user", self.anchor_prompt(number))]
         self.attempts["anchor"] = 0
         while True:
-            anchor, relations = await self.select("anchor", ANCHOR_SCHEMA, self.check_anchor)
+            anchor, relations, total = await self.select("anchor", ANCHOR_SCHEMA, self.check_anchor)
             self.attempts["relation"] = 0
-            self.messages.append(Message("user", self.relation_prompt(anchor, relations)))
+            self.messages.append(Message("user", self.relation_prompt(anchor, relations, total)))
             relation = await self.select("relation", RELATION_SCHEMA, self.check_relation(anchor, relations))
             if relation is BACK:
                 self.back(

@@ -11,7 +11,8 @@ import os
 import re
 import shlex
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,35 @@ class ToolResult:
     seconds: float
 
 
+MAX_PAGES = 50  # pages of one listing a driver reads at most (20,000 characters each by default)
+
+
+async def read_pages(
+    call: Callable[[str, dict[str, Any]], Awaitable[ToolResult]], name: str, arguments: dict[str, Any],
+    *, max_pages: int = MAX_PAGES,
+) -> list[ToolResult]:
+    """The pages of one listing: the call, then the same call with the `next_cursor` each page's
+    structured content gives, as a model reading its last line would; until the last page, an
+    error or `max_pages`. `call` is KGClient.call_tool or a driver's traced call (Run.tool)."""
+    pages = [await call(name, arguments)]
+    while len(pages) < max_pages and not pages[-1].is_error and (pages[-1].data or {}).get("next_cursor"):
+        pages.append(await call(name, {**arguments, "cursor": pages[-1].data["next_cursor"]}))
+    return pages
+
+
+@asynccontextmanager
+async def _streamable_http(url: str, token: str | None):
+    """The SDK's streamable HTTP transport with an HTTP client of its own, closed with it (the SDK
+    leaves a client it is given open)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
+
+
 class KGClient:
     """`async with KGClient(target) as kg: await kg.call_tool("search", {...})`."""
 
@@ -98,11 +128,7 @@ class KGClient:
             program, *args = shlex.split(command)
             return cls(StdioServerParameters(command=program, args=args, env=dict(os.environ)))
         if url is not None:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            headers = {"Authorization": f"Bearer {token}"} if token else {}
-            return cls(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
+            return cls(_streamable_http(url, token))
         from kg_mcp.backends.base import Backend
 
         if isinstance(server, Backend):
@@ -161,6 +187,11 @@ class KGClient:
             if spec.name == name:
                 return spec
         raise KeyError(f"the KG server has no tool {name!r} (it has {', '.join(t.name for t in self.tools)})")
+
+    async def call_pages(self, name: str, arguments: dict[str, Any], *,
+                         max_pages: int = MAX_PAGES) -> list[ToolResult]:
+        """Every page of a listing call (read_pages), at most `max_pages`."""
+        return await read_pages(self.call_tool, name, arguments, max_pages=max_pages)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         assert self._client is not None, "use KGClient inside `async with`"

@@ -7,7 +7,7 @@ the cache. `ontology_file(name)` is the path; tests/conftest.py's `ontology_stor
 with `kg-mcp load`'s loader into a store of its own, once a session.
 
     >>> sorted(ONTOLOGIES)[:3]
-    ['brick', 'dash', 'schema.org']
+    ['brick', 'dash', 'linkml-owl']
 """
 
 from __future__ import annotations

@@ -11,12 +11,15 @@ import json
 import re
 
 import pytest
-from kg_mcp.agents.ark import looks_yes_no, run_ark
+from kg_mcp.agents.ark import RELATION_PAGES, looks_yes_no, run_ark
 from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.agents.models.base import Message
 from kg_mcp.agents.models.json_text import parse_json_object
 from kg_mcp.agents.models.scripted import ScriptedModel
 from kg_mcp.agents.trace import Trace
+
+from kg_mcp.backends import open_store
+from kg_mcp.settings import Settings
 
 GOLD_2HOP = ["2-hop-dev-0", "2-hop-dev-1", "2-hop-dev-3", "2-hop-dev-25", "2-hop-dev-28"]
 ZWICK = "what are the languages spoken in the films directed by [Joel Zwick]"
@@ -223,11 +226,30 @@ async def test_yes_no_on_wikidata_uses_the_wikidata_exemplar(wikidata_local):
     system = follower.requests[0]["messages"][0].content
     assert "wdt:P19" in system and "`wd:Q42`" in system and "kg:Peter_Benchley" not in system
     relations = follower.requests[1]["messages"][-1].content
-    assert "- wdt:P19 (place of birth): 1 triple" in relations
+    # Douglas Adams's relations take two pages of get_relations: wdt:P19 is on the second
+    assert "- wdt:P19 (place of birth): 1 triple" in relations and "not shown" not in relations
     assert (
         "Douglas Adams [wd:Q42] | place of birth [wdt:P19] | Cambridge [wd:Q350]"
         in result.extra["steps"][0]["triples"][0]["text"]
     )
+
+
+async def test_relations_past_the_pages_read_are_counted(wikidata_store_dir):
+    """At 1,000 characters a page, the RELATION_PAGES pages read hold a few of Douglas Adams's 294
+    relations: those are offered, and the prompt says how many more there are."""
+    narrow = open_store(wikidata_store_dir, settings=Settings(max_output_chars=1_000))
+    follower = Follower("wd:Q42", ["wdt:P106"])
+    trace = Trace()
+    async with KGClient.connect(server=narrow) as kg:
+        await run_ark("What is Douglas Adams's occupation?", kg, follower.model, topics={"Douglas Adams": "wd:Q42"},
+                      trace=trace)
+    calls = [e for e in trace.events if e["type"] == "tool_call" and e["tool"] == "get_relations"]
+    assert [bool(c["arguments"].get("cursor")) for c in calls] == [False] + [True] * (RELATION_PAGES - 1)
+    relations = follower.requests[1]["messages"][-1].content
+    listed = re.findall(r"^- (wdt:P\d+)", relations, re.MULTILINE)
+    assert "wdt:P106" in listed and len(listed) == len(set(listed))
+    assert relations.splitlines()[len(listed) + 1] == f"- ... and {294 - len(listed):,} more, not shown"
+    assert follower.stages()[:3] == ["ark_anchor", "ark_relation", "ark_step"]  # the listed relation is taken
 
 
 # --- misbehaving models ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ calls lose nothing while one replica is SIGKILLed; a replica stopped either way 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import re
 import signal
@@ -20,6 +21,7 @@ import ssl
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -205,8 +207,14 @@ async def alice_signs_in(url: str, ca_file) -> dict:
 
 def kg_mcp_call(team: Team, *options: str, env: dict | None = None):
     arguments = json.dumps({"name": "Ludwig II of Bavaria"})
-    return CliRunner(env=env).invoke(main, ["call", "--url", team.url, "--cacert", str(team.ca_file), *options, "--json",
-                                            "find_entities", arguments])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        result = CliRunner(env=env).invoke(main, ["call", "--url", team.url, "--cacert", str(team.ca_file), *options,
+                                                  "--json", "find_entities", arguments])
+        gc.collect()
+    # the command closes the connections it opened, whatever the server answered
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    return result
 
 
 @pytest.mark.timeout(400)  # a bound on hanging: three replicas' start, a sign-in, 10 s of load, two stops

@@ -110,15 +110,20 @@ async def test_a_gold_answer_the_tools_do_not_show_is_missed(metaqa):
     assert not rows[0].exact and summary["exact"] == 0.0 and rows[0].answers > 1 and rows[0].precision == 1 / rows[0].answers
 
 
-async def test_cut_outputs_lose_answers(metaqa_store_dir, data_dir):
-    """With p = 3 rows per filtered search, John Huston's 29 films are cut, and so are their answers."""
+async def test_pages_are_read_on_and_pages_left_unread_lose_answers(metaqa_store_dir, data_dir):
+    """With p = 3 rows a page of a filtered search, John Huston's 29 films come in 10 pages: the
+    oracle reads every one with its cursor, as a model would; stopped after 2 of them, the films
+    of the 8 pages left unread are lost, and the row says it was cut."""
     bench = load_benchmark("metaqa-1hop", data_dir)
     huston = next(q for q in bench.questions if q.topics == {"John Huston": None} and q.gold_path == ("~directed_by",))
     assert len(huston.answers) == 29
     narrow = open_store(metaqa_store_dir, settings=Settings(search_p=3))
     async with KGClient.connect(server=narrow) as kg:
-        _, rows = await run_oracle(bench, [huston], kg, progress=False)
-    assert rows[0].cut and not rows[0].recalled and len(rows[0].missing) == 29 - 3
+        _, read_on = await run_oracle(bench, [huston], kg, progress=False)
+        _, stopped = await run_oracle(bench, [huston], kg, progress=False, max_pages=2)
+    assert read_on[0].recalled and read_on[0].exact and not read_on[0].cut and read_on[0].calls == 10
+    assert stopped[0].cut and not stopped[0].recalled and len(stopped[0].missing) == 29 - 2 * 3
+    assert stopped[0].calls == 2 and stopped[0].tokens < read_on[0].tokens
 
 
 @pytest.mark.filterwarnings("ignore::kg_mcp.agents.evaluation.benchmarks.DuplicateId")

@@ -82,8 +82,9 @@ async def test_oracle_reaches_the_gold_answers_on_the_small_freebase(small_freeb
         assert summary["walkable"] / n >= (0.6 if name == "cwq" else 0.9)
         assert summary["recall"] >= 0.95, (name, [r.missing[:3] for r in rows if not r.recalled])
         assert 0 < summary["exact"] <= summary["recall"]
-        if mode == "follow":
-            assert summary["calls_max"] == 1
+        if mode == "follow":  # one follow call a question, read on only where its answers run past a page
+            # (a page lists 200 end entities, or fewer where they pass the budget: over 100 of these)
+            assert summary["calls_max"] <= 2 and all(r.calls == 1 or r.answers > 100 for r in rows)
         table = format_summary([summary])
         assert f"{name}: {summary['walkable']} of {n} questions walkable" in table
         for reason, ids in summary["not_walkable"].items():

@@ -15,6 +15,7 @@ from kg_mcp.agents.r2kg_evidence import Evidence, parse_verdict
 from kg_mcp.agents.trace import Trace, read_trace
 
 from kg_mcp.prompt_files import read_prompt
+from tables import table
 
 _ROW = re.compile(r"^\| (\S+) \| (\S+) \| (.*) \|$")
 
@@ -577,8 +578,7 @@ def mode_walker(path: list[str], mode: str, exclude: str):
         if mode == "follow":
             if step == 1:
                 return Reply("", [call("follow", entity=topic, path=path)])
-            rows = [line.split(" | ") for line in last[0].content.splitlines() if line.startswith("| ") and " | " in line]
-            labels = sorted({r[1] for r in rows[1:] if r[1] and r[0] != "| entity"} - {exclude})
+            labels = sorted({row["label"] for row in table(last[0].content) if row["label"]} - {exclude})
             return Reply("", [call("verification", answers=labels, reasoning="follow")])
         if step == 1:
             return Reply("", [call("explore_kg", entity=topic, relations=[path[0]])])

@@ -12,6 +12,7 @@ from kg_mcp.agents.models.base import Reply
 from kg_mcp.agents.models.scripted import ScriptedModel, call
 from kg_mcp.agents.sog import run_sog
 from kg_mcp.agents.trace import Trace, read_trace
+from tables import table
 
 ROW = re.compile(r"^\| ([^|]+) \| [^|]* \| ([^|]+) \| ([^|]*) \|$", re.MULTILINE)
 
@@ -69,9 +70,9 @@ def follow_policy(path: list[str]):
         results = [m for m in messages if m.role == "tool"]
         if not results:
             return Reply(text="", tool_calls=[call("follow", entity=topic, path=path)])
-        found = {e: label for e, label, _ in BATCH_ROW.findall(results[-1].content) if e.strip() not in ("entity", "---")}
+        found = {row["entity"]: row["label"] for row in table(results[-1].content)}
         found.pop(topic, None)
-        return Reply(text="Final answer: " + ", ".join("{" + label.strip() + "}" for label in sorted(set(found.values()))))
+        return Reply(text="Final answer: " + ", ".join("{" + label + "}" for label in sorted(set(found.values()))))
 
     return policy
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import threading
 import time
 
@@ -150,11 +151,17 @@ def test_an_answer_past_the_byte_cap_is_cut_and_says_so(big_literals):
     backend = open_endpoint(big_literals, settings=settings)
     try:
         out = sparql(backend, settings, "SELECT ?s ?o WHERE { ?s ?p ?o }")
-        read = len(out.data.rows)
         assert out.data.cut and "passed 1 MB" in out.data.cut
-        assert out.data.total is None and out.data.truncated
-        assert 20 < read < 80  # about 1 MB of 15 KB rows, all kept (the row cap is 200)
-        assert out.text.startswith("sparql: CUT answer: the endpoint's answer passed 1 MB after")
+        assert out.data.total is None and out.data.truncated and out.data.next_cursor is None
+        read = int(re.search(r"passed 1 MB after (\d+) rows", out.data.cut).group(1))
+        assert 20 < read < 80  # about 1 MB of 15 KB rows
+        # the page shows those of them that fit its budget, and says so
+        shown = len(out.data.rows)
+        assert 0 < shown < read and f"showing the first {shown};" in out.text
+        assert out.text.startswith(f"sparql: CUT answer: the endpoint's answer passed 1 MB after {read} rows")
+        # with room for them, every row read before the cut is kept (the row cap is 200)
+        roomy = Settings(sparql_tool=True, sparql_answer_mb=1, endpoint_answer_mb=1, max_output_chars=200_000)
+        assert len(sparql(backend, roomy, "SELECT ?s ?o WHERE { ?s ?p ?o }").data.rows) == read
         # Below the cap the same endpoint's answers are whole and counted.
         small = sparql(backend, settings, f"SELECT ?s WHERE {{ ?s <{BIG}name> ?o }}")
         assert small.data.total == 5 and small.data.cut is None

@@ -15,9 +15,12 @@ are tested as well, and the engine's own time limit on a real Virtuoso.
 
 from __future__ import annotations
 
+import gc
 import http.server
 import re
+import signal
 import threading
+import time
 from pathlib import Path
 
 import httpx2
@@ -480,8 +483,8 @@ def test_no_row_of_another_graph_on_an_endpoint_with_graph(two_graphs, canary):
 async def test_smuggling_through_a_real_server_never_reaches_the_canary(metaqa_store_dir, canary):
     queries = [q for q in smuggling_queries(canary.url) if "# c" in q][:20] + red_team_queries(canary.root)
     with kg_mcp_server("--store", str(metaqa_store_dir), "--enable-sparql") as server:
-        http = httpx2.AsyncClient(timeout=60)
-        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+        async with httpx2.AsyncClient(timeout=60) as http, \
+                Client(streamable_http_client(server.url, http_client=http)) as client:
             errors = 0
             for query in queries:
                 result = await client.call_tool("sparql", {"query": query})
@@ -504,8 +507,8 @@ async def test_no_row_of_another_graph_through_a_real_server(two_graphs, canary)
         f"PREFIX : <{canary.root}> SELECT * WHERE {{ SERVICE:x {{ ?s ?p ?o }} }}",
     ]
     with kg_mcp_server("--sparql", two_graphs, "--graph", PUBLIC, "--enable-sparql") as server:
-        http = httpx2.AsyncClient(timeout=60)
-        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+        async with httpx2.AsyncClient(timeout=60) as http, \
+                Client(streamable_http_client(server.url, http_client=http)) as client:
             results = [await client.call_tool("sparql", {"query": query}) for query in queries]
     texts = [result.content[0].text for result in results]
     assert [result.is_error for result in results] == [True, True, False, True], texts
@@ -537,6 +540,21 @@ def test_a_query_worker_has_no_network_even_past_the_checks(canary):
     list(store.query(query))
     assert canary.hits == 1
     canary.hits = 0
+
+
+def test_a_backend_dropped_without_close_stops_its_query_workers(wikidata_store_dir):
+    """A store nobody closed (a test's, a script's) takes its workers with it when it is collected,
+    rather than leaving them running with the store open until the process ends."""
+    settings = Settings(sparql_tool=True, query_workers=2)
+    backend = open_store(wikidata_store_dir, settings=settings)
+    sparql(backend, settings, "SELECT ?s WHERE { ?s ?p ?o } LIMIT 1")
+    while any(t.name == "kg-mcp query worker start" for t in threading.enumerate()):  # both started
+        time.sleep(0.05)
+    processes = [worker.process for worker in backend.query_pool()._workers]
+    assert len(processes) == 2 and all(p.poll() is None for p in processes)
+    del backend
+    gc.collect()
+    assert [p.poll() for p in processes] == [-signal.SIGKILL] * 2  # stopped and reaped: no warning either
 
 
 def test_a_query_past_the_memory_limit_is_stopped_and_the_next_one_runs(metaqa_store_dir):

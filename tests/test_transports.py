@@ -6,11 +6,13 @@ SDK's own clients; the in-memory tests drive `build_server` through `Client(serv
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import INITIALIZE, MCP_HEADERS, free_port, wait_for_http
+from kg_mcp.agents.kg_client import KGClient
 from kg_mcp.server import build_server
 
 TOKEN = "kgmcp-test-token-0123456789abcdef"  # 32+ characters, as a real deployment would use
@@ -200,18 +203,26 @@ async def test_http_bearer_auth_and_dns_rebinding(metaqa_store_dir):
             response = await raw.post(url, json=INITIALIZE, headers=MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"})
             assert response.status_code == 200, response.text
 
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            assert TOOLS <= {t.name for t in (await client.list_tools()).tools}
-            result = await client.call_tool("search", {"entity": "kg:Catch_Me_If_You_Can", "direction": "outgoing"})
-            assert not result.is_error, result.content
-            assert ("directed_by", "Steven Spielberg") in rows_of(result)
-            assert result.structured_content["total"] == len(result.structured_content["rows"]) > 0
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                assert TOOLS <= {t.name for t in (await client.list_tools()).tools}
+                result = await client.call_tool("search", {"entity": "kg:Catch_Me_If_You_Can", "direction": "outgoing"})
+                assert not result.is_error, result.content
+                assert ("directed_by", "Steven Spielberg") in rows_of(result)
+                assert result.structured_content["total"] == len(result.structured_content["rows"]) > 0
 
         with pytest.raises(Exception) as refused:  # the SDK client without a token is turned away too
-            async with Client(streamable_http_client(url, http_client=httpx2.AsyncClient(timeout=10))) as client:
+            async with httpx2.AsyncClient(timeout=10) as http, Client(streamable_http_client(url, http_client=http)) as client:
                 await client.list_tools()
         assert "Spielberg" not in repr(refused.value)  # the SDK reports the 401 as an MCPError in a group
+
+        # The drivers' client: it closes the HTTP connections it opened (the SDK leaves a given client open)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            async with KGClient.connect(url=url, token=TOKEN) as kg:
+                found = await kg.call_tool("find_entities", {"name": "Steven Spielberg"})
+            gc.collect()
+        assert not found.is_error and [str(w.message) for w in caught if w.category is ResourceWarning] == []
         out, err = finish(process)
     assert TOKEN not in out and TOKEN not in err
     assert TOKEN[:12] not in out + err

@@ -22,7 +22,6 @@ from __future__ import annotations
 from kg_mcp.agents.evaluation.benchmarks import Question
 from kg_mcp.agents.evaluation.gold_query_walk import Branch, NotWalkable, plan, simple_relation_matches
 from kg_mcp.agents.evaluation.oracle import (
-    CUT_MARKERS,
     MAX_BATCH,
     OracleRow,
     PathWalk,
@@ -34,7 +33,6 @@ from kg_mcp.agents.evaluation.oracle import (
     topic_id,
     walk_path,
 )
-from kg_mcp.agents.evaluation.tokens import count_tokens
 
 NO_MATCHING_RELATION = "no-matching-relation"  # SimpleQuestions: the topic has no relation with that last segment
 WITH_GOLD_QUERIES = ("cwq", "grailqa", "simpleqa", "qald10-en")  # benchmarks whose questions carry one
@@ -54,15 +52,16 @@ async def walk_gold_query(calls: _Calls, question: Question, mode: str, profile:
     topic = await topic_id(calls.kg, question)
     if topic is None:
         return _no_topic(question), ""
-    text, is_error = await calls.call("get_relations", {"entity": topic})
-    relations = [] if is_error else [row["relation"] for row in named_cells(text) if row.get("relation")]
+    listed = await calls.call("get_relations", {"entity": topic})
+    rows = [] if listed.is_error else named_cells(listed.text)
+    relations = [row["relation"] for row in rows if row.get("relation")]
     matches = simple_relation_matches(relations, question.gold_relation or "")
     if not matches:
         return None, NO_MATCHING_RELATION
     row = await _walk(calls, question, tuple(Branch(topic, (r,)) for r in matches), mode, intersect=False)
-    row.calls += 1  # the get_relations call
-    row.tokens += count_tokens(text)
-    row.chars += len(text)
+    row.calls += len(listed.pages)  # the get_relations call's pages
+    row.tokens += listed.tokens
+    row.chars += listed.chars
     return row, ""
 
 
@@ -70,10 +69,9 @@ async def _walk(calls: _Calls, question: Question, branches: tuple[Branch, ...],
     starts = {b.start for b in branches}
     if mode == "follow" and intersect:
         arguments = {"paths": [[b.start, *b.path] for b in branches], "exclude_through": "none"}
-        text, is_error = await calls.call("follow", arguments)
-        answers = {} if is_error else answer_entities([text], "entity", "label")
-        cut = any(marker in text for marker in CUT_MARKERS)
-        return _row(question, _without(answers, starts), 1, count_tokens(text), len(text), cut)
+        read = await calls.call("follow", arguments)
+        answers = {} if read.is_error else answer_entities([read.text], "entity", "label")
+        return _row(question, _without(answers, starts), len(read.pages), read.tokens, read.chars, read.cut)
     batch = MAX_BATCH if mode == "batched" else 1
     topics = set(question.topics.values())
     # chains from the question's topics are walked forwards; one from another constant (a type such

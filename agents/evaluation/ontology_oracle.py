@@ -52,7 +52,6 @@ PER_KIND = 12  # questions drawn of each kind
 SEED = 7
 NS = "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> " \
      "PREFIX sh: <http://www.w3.org/ns/shacl#> PREFIX skos: <http://www.w3.org/2004/02/skos/core#> "
-MAX_PAGES = 50  # pages read of one listing at most
 _WHOLE = re.compile(r"^--- row (\d+), [\d,]+ characters ---\n", re.MULTILINE)
 _MACHINERY = ("http://www.w3.org/1999/02/22-rdf-syntax-ns#", "http://www.w3.org/2000/01/rdf-schema#",
               "http://www.w3.org/2002/07/owl#", "http://www.w3.org/ns/shacl#", "http://datashapes.org/dash#")
@@ -238,11 +237,9 @@ def _whole_values(text: str) -> dict[int, str]:
 
 
 async def read_pages(kg: KGClient, tool: str, arguments: dict) -> tuple[list, int]:
-    """The call's pages, each read with the cursor the one before gave (as a model reading its last
-    line would), at most MAX_PAGES; and the characters of their texts."""
-    pages = [await kg.call_tool(tool, arguments)]
-    while len(pages) < MAX_PAGES and not pages[-1].is_error and (pages[-1].data or {}).get("next_cursor"):
-        pages.append(await kg.call_tool(tool, {**arguments, "cursor": pages[-1].data["next_cursor"]}))
+    """The call's pages (KGClient.call_pages, at most kg_client.MAX_PAGES) and the characters of
+    their texts."""
+    pages = await kg.call_pages(tool, arguments)
     return pages, sum(len(page.text) for page in pages)
 
 

@@ -4,11 +4,14 @@ Search-on-Graph model would, and see whether the gold answers reach the text the
 Per question: the topic entity's id comes from `find_entities` (the driver does this too and does
 not show it to the model). Then, per relation of the gold path, one filtered `search` per
 frontier entity (`~rel` searches incoming edges), through an MCP client of a server with the
-default settings: k = 50, p = 1000 rows, 200 characters a cell, 60,000 a whole output. The next
-frontier is the entities in the *text* of those outputs, so rows cut from the text are lost, as
-they would be to a model. A question counts as recalled when every gold answer is a cell of the
-last hop's output tables (cells and answers compared after `matching.normalise`). Tokens are
-those of every search output of the walk (o200k_base), what the model would be charged to read.
+default settings: k = 50, p = 1000 rows, 200 characters a cell, 20,000 a page. A listing longer
+than a page is read on with the cursor each page gives (kg_client.read_pages), as a model that
+reads its last line would, up to MAX_PAGES pages a call; each page counts as a call. The next
+frontier is the entities in the *text* of those pages, so rows cut from the text (or on pages
+past the bound) are lost, as they would be to a model. A question counts as recalled when every
+gold answer is a cell of the last hop's output tables (cells and answers compared after
+`matching.normalise`). Tokens are those of every page the walk read (o200k_base), what the model
+would be charged to read.
 
 Beside recall, the answer a model would give: the entities of the last hop's tables, each
 matching a gold answer when its id or label does. `exact` when they are the gold set (every gold
@@ -42,9 +45,9 @@ from typing import Any
 from kg_mcp.agents.evaluation.benchmarks import Benchmark, Question
 from kg_mcp.agents.evaluation.matching import normalise
 from kg_mcp.agents.evaluation.tokens import count_tokens, tokenizer_name
-from kg_mcp.agents.kg_client import KGClient
+from kg_mcp.agents.kg_client import MAX_PAGES, KGClient
 
-CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop", "Next page: ")
+CUT_MARKERS = ("(cut)", "[Output cut at", "showing", "Stopped at hop")
 MODES = ("sog", "batched", "follow")
 MAX_BATCH = 200  # entities in one batched search (the tool's own cap)
 MAX_EXTRA = 10  # answer entities that are not gold, kept per row to read the misses
@@ -146,18 +149,47 @@ def _no_topic(question: Question) -> OracleRow:
     return OracleRow(question.id, question.hops, False, list(question.answers), False, 0.0, 0, [], 0, 0, 0, False, False)
 
 
+@dataclass
+class Read:
+    """One call read to its last page, as a model reading each page's last line would."""
+
+    pages: list[str]  # the pages' texts
+    is_error: bool
+    unread: bool  # a next page was left unread (past the oracle's bound on pages)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.pages)
+
+    @property
+    def tokens(self) -> int:
+        return sum(count_tokens(page) for page in self.pages)
+
+    @property
+    def chars(self) -> int:
+        return sum(len(page) for page in self.pages)
+
+    @property
+    def cut(self) -> bool:
+        """Rows the model did not get: a page left unread, or a page that cut its own rows."""
+        return self.unread or any(marker in page for page in self.pages for marker in CUT_MARKERS)
+
+
 class _Calls:
-    """The walk's tool calls, each made once per run (the tools are read-only and deterministic)."""
+    """The walk's tool calls, each read to its last page (at most `max_pages`) and made once per run
+    (the tools are read-only and deterministic)."""
 
-    def __init__(self, kg: KGClient):
-        self.kg = kg
-        self.cache: dict[tuple[str, str], tuple[str, bool]] = {}
+    def __init__(self, kg: KGClient, max_pages: int = MAX_PAGES):
+        self.kg, self.max_pages = kg, max_pages
+        self.cache: dict[tuple[str, str], Read] = {}
 
-    async def call(self, tool: str, arguments: dict) -> tuple[str, bool]:
+    async def call(self, tool: str, arguments: dict) -> Read:
         key = (tool, json.dumps(arguments, sort_keys=True))
         if key not in self.cache:
-            result = await self.kg.call_tool(tool, arguments)
-            self.cache[key] = (result.text, result.is_error)
+            pages = await self.kg.call_pages(tool, arguments, max_pages=self.max_pages)
+            error = next((page for page in pages if page.is_error), None)
+            unread = error is None and bool((pages[-1].data or {}).get("next_cursor"))
+            self.cache[key] = Read([page.text for page in pages], error is not None, unread)
         return self.cache[key]
 
 
@@ -181,6 +213,14 @@ class PathWalk:
     cut: bool = False
 
 
+def _count(walked: PathWalk, read: Read) -> None:
+    """Add a call's pages to what the walk cost."""
+    walked.calls += len(read.pages)
+    walked.tokens += read.tokens
+    walked.chars += read.chars
+    walked.cut = walked.cut or read.cut
+
+
 async def walk_path(calls: _Calls, start: str, path: tuple[str, ...] | list[str], drop: str | None, batch: int = 1) -> PathWalk:
     """`path` hop by hop from `start`: one search per frontier entity (or per `batch` of them); the
     next frontier is the entities in the text of the outputs, less `drop`."""
@@ -191,16 +231,13 @@ async def walk_path(calls: _Calls, start: str, path: tuple[str, ...] | list[str]
         for i in range(0, len(ordered), batch):
             chunk = ordered[i : i + batch]
             where = {"entity": chunk[0]} if len(chunk) == 1 else {"entities": chunk}
-            text, is_error = await calls.call(
+            read = await calls.call(
                 "search", {**where, "direction": direction, "properties_to_filter_for": [relation.lstrip("~")]}
             )
-            walked.calls += 1
-            walked.tokens += count_tokens(text)
-            walked.chars += len(text)
-            walked.cut = walked.cut or any(marker in text for marker in CUT_MARKERS)
-            walked.last.append(text)
-            if not is_error:
-                reached |= {row["value"] for row in named_cells(text) if row.get("value")}
+            _count(walked, read)
+            walked.last.append(read.text)
+            if not read.is_error:
+                reached |= {row["value"] for row in named_cells(read.text) if row.get("value")}
         frontier = reached - {drop}
     return walked
 
@@ -224,10 +261,9 @@ async def walk_follow(calls: _Calls, question: Question, revisit_topic: bool) ->
     arguments = {"entity": topic, "path": list(question.gold_path or ())}
     if revisit_topic:
         arguments["exclude_through"] = "none"
-    text, is_error = await calls.call("follow", arguments)
-    cut = any(marker in text for marker in CUT_MARKERS)
-    answers = {} if is_error else answer_entities([text], "entity", "label")
-    return _row(question, answers, 1, count_tokens(text), len(text), cut)
+    read = await calls.call("follow", arguments)
+    answers = {} if read.is_error else answer_entities([read.text], "entity", "label")
+    return _row(question, answers, len(read.pages), read.tokens, read.chars, read.cut)
 
 
 WALKS = {"sog": walk, "batched": partial(walk, batch=MAX_BATCH), "follow": walk_follow}
@@ -262,9 +298,11 @@ def summarise(benchmark: Benchmark, rows: list[OracleRow], seconds: float) -> di
 
 
 async def run_oracle(
-    benchmark: Benchmark, questions: list[Question], kg: KGClient, *, progress: bool = True, mode: str = "sog"
+    benchmark: Benchmark, questions: list[Question], kg: KGClient, *, progress: bool = True, mode: str = "sog",
+    max_pages: int = MAX_PAGES,
 ) -> tuple[dict[str, Any], list[OracleRow]]:
-    """Walk every question's gold path over an open client; (summary, one row per question)."""
+    """Walk every question's gold path over an open client, reading at most `max_pages` pages of a
+    call; (summary, one row per question)."""
     from tqdm import tqdm
 
     from kg_mcp.agents.evaluation.gold_query_oracle import has_gold_query, walk_gold_query
@@ -275,7 +313,7 @@ async def run_oracle(
             f"{benchmark.name} has questions without gold paths or gold queries (e.g. {missing[0]}): no oracle for it"
         )
     started = time.perf_counter()
-    calls = _Calls(kg)
+    calls = _Calls(kg, max_pages)
     rows, not_walkable = [], {}
     for question in tqdm(questions, desc=f"oracle {benchmark.name}", unit="q", file=sys.stderr, disable=not progress):
         if question.gold_path:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -116,6 +117,8 @@ class QueryPool:
         self._start_error: str | None = None
         self._starting = 0  # workers spawned, not ready yet
         self._first_ready = threading.Event()  # a worker is ready, or none could start
+        # A pool dropped without close (a backend nobody closed) stops its workers all the same.
+        self._stop_all = weakref.finalize(self, _stop_workers, self._workers, self._lock, self._stopping)
 
     def pids(self) -> set[int]:
         """The worker processes alive now (for tests and logs)."""
@@ -174,10 +177,7 @@ class QueryPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            workers = list(self._workers)
-            self._workers.clear()
-        for worker in workers:
-            self._stop(worker)
+        self._stop_all()
 
     # --- workers ---------------------------------------------------------------------------------
     def _await_answer(self, worker: _Worker, deadline: float) -> bool | None:
@@ -268,13 +268,26 @@ class QueryPool:
         self._first_ready.set()
 
     def _stop(self, worker: _Worker) -> None:
-        with self._stopping:  # once per worker, though a start and a close may race
-            if worker.stopped:
-                return
-            worker.stopped = True
-        worker.process.kill()  # SIGKILL: a query inside pyoxigraph never returns to check a flag
-        worker.process.wait()
-        worker.conn.close()
+        _stop_worker(worker, self._stopping)
+
+
+def _stop_worker(worker: _Worker, stopping: threading.Lock) -> None:
+    with stopping:  # once per worker, though a start and a close may race
+        if worker.stopped:
+            return
+        worker.stopped = True
+    worker.process.kill()  # SIGKILL: a query inside pyoxigraph never returns to check a flag
+    worker.process.wait()
+    worker.conn.close()
+
+
+def _stop_workers(workers: set[_Worker], lock: threading.Lock, stopping: threading.Lock) -> None:
+    """Stop every worker of a pool (its close, or its finalizer: nothing here refers to the pool)."""
+    with lock:
+        taken = list(workers)
+        workers.clear()
+    for worker in taken:
+        _stop_worker(worker, stopping)
 
 
 def _private_memory_mb(pid: int) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import httpx2
@@ -49,7 +50,7 @@ class Remote:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         client = httpx2.AsyncClient(headers=headers, auth=auth, timeout=60, verify=self.verify(),
                                     event_hooks={"response": [self._note_refusal]})
-        return streamable_http_client(self.url, http_client=client)
+        return _closing(client, streamable_http_client(self.url, http_client=client))
 
     def verify(self) -> ssl.SSLContext | bool:
         if not self.cacert:
@@ -79,6 +80,13 @@ class Remote:
         if refused:
             return refusal_text(refused[-1], f"--client-id {self.client_id}" if self.client_id else "--auth-token-env")
         return ""
+
+
+@asynccontextmanager
+async def _closing(client: httpx2.AsyncClient, transport):
+    """`transport`, then `client` closed with it: the SDK leaves an HTTP client it is given open."""
+    async with client, transport as streams:
+        yield streams
 
 
 def refusal_text(response: httpx2.Response, how: str) -> str:

@@ -90,10 +90,10 @@ def serve(store, sparql_url, wikidata, profile, languages, enable_sparql, transp
 
     What the tools print is bounded by KG_MCP_* settings too: KG_MCP_MAX_CELL_CHARS (a value in a
     table, 200 characters; a cut one ends in …[N of M chars]), KG_MCP_MAX_NESTED_CHARS (a blank
-    node's inline description, 600), KG_MCP_MAX_OUTPUT_CHARS (one tool's output, 60,000),
-    KG_MCP_MAX_VALUE_CHARS (values read whole by a search for one property of one entity,
-    100,000), KG_MCP_SEARCH_K and KG_MCP_SEARCH_P (rows of a search, 50 unfiltered and 1,000
-    filtered), KG_MCP_EXPLORE_LIMIT (triples per relation of explore_kg, 100).
+    node's inline description, 600), KG_MCP_MAX_OUTPUT_CHARS (one tool's output or a listing's
+    page, 20,000), KG_MCP_MAX_VALUE_CHARS (values read whole by a search for one property of one
+    entity, 100,000), KG_MCP_SEARCH_K and KG_MCP_SEARCH_P (rows of a search, 50 unfiltered and
+    1,000 filtered), KG_MCP_EXPLORE_LIMIT (triples per relation of explore_kg, 100).
     """
     from kg_mcp.backends.graph_access import read_graph_access
     from kg_mcp.server import build_server

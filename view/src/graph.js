@@ -235,7 +235,7 @@ function fromFollow(data) {
     }
   });
   if (data.truncated) {
-    const more = g.group("cut:answers", `${data.total - data.shown} more answers`, "end entities not listed (raise limit)", "cut");
+    const more = g.group("cut:answers", `${data.total - data.shown} more answers`, "end entities on the next pages (the result's next_cursor reads them)", "cut");
     for (const [f, label] of last) g.edge(f, more, label);
   }
   const walked = data.branches.map((b) => b.path.join(" → ")).join("; ");
