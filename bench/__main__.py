@@ -39,6 +39,7 @@ def main() -> int:
         "--only", default="", help="comma-separated: hub,calls,stdio,tokens,load,remote,tls,http,agent,sparql,scale,scale-virtuoso,hostile"
     )
     parser.add_argument("--scale-sizes", default="", help="triples per scale step, e.g. 20000,50000 or 1M,10M (default by mode)")
+    parser.add_argument("--scale-calls", type=int, default=0, help="scale: calls per tool and cache state (default by mode)")
     parser.add_argument(
         "--scale-reuse", action="store_true", help="scale: only time the tools, on the stores an earlier run left in --work"
     )
@@ -50,6 +51,8 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     if args.scale_sizes:
         size["scale"] = [triples_count(n) for n in args.scale_sizes.split(",")]
+    if args.scale_calls:
+        size["scale_calls"] = args.scale_calls
     args.work.mkdir(parents=True, exist_ok=True)
     store_measures.label_check()
 

@@ -23,7 +23,7 @@ class Row:
     ours: float
     baseline: float
     unit: str
-    goal: str  # e.g. "<= 0.02" or ">= 0.8": a bound on ratio = ours / baseline
+    goal: str  # e.g. "<= 0.02" or ">= 0.8": a bound on ratio = ours / baseline; "": a ratio reported, no goal
     note: str = ""
 
     @property
@@ -31,7 +31,9 @@ class Row:
         return self.ours / self.baseline if self.baseline else float("inf")
 
     @property
-    def passed(self) -> bool:
+    def passed(self) -> bool | None:
+        if not self.goal:
+            return None
         op, bound = self.goal.split()
         return self.ratio <= float(bound) if op == "<=" else self.ratio >= float(bound)
 
@@ -147,7 +149,7 @@ def print_table(rows: list[Row], header: str) -> None:
     names = ("measure", "ours", "baseline", "ratio", "goal", "pass")
     print("  ".join(n.ljust(w) for n, w in zip(names, widths)))
     for r in rows:
-        cells = (r.measure, f"{r.ours:.4g} {r.unit}", f"{r.baseline:.4g} {r.unit}", f"{r.ratio:.3f}", r.goal, "yes" if r.passed else "NO")
+        cells = (r.measure, f"{r.ours:.4g} {r.unit}", f"{r.baseline:.4g} {r.unit}", f"{r.ratio:.3f}", r.goal, {True: "yes", False: "NO", None: "-"}[r.passed])
         print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)))
         if r.note:
             print(f"    {r.note}")

@@ -1,0 +1,140 @@
+"""Each scale case's tool timed beside its bare query (bench.scale_cases), call by call, cold and warm.
+
+Cold: before every call the store's files are dropped from the page cache (bench.page_cache), the
+backend forgets the labels it read and its name index is opened afresh (SQLite maps the file, and
+a mapped page is not dropped), as in a server started after a reboot; RocksDB's own block cache
+(32 MB by default) stays, which is why the tool and the bare query read different entities.
+Warm: every argument is read once by both first, then the same calls are timed. The two are
+alternated (the tool first on even steps), so both see the same machine load.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import percentile
+from bench.page_cache import StoreFiles
+from bench.scale_cases import Case, cases
+from kg_mcp.backends import Backend, open_store
+from kg_mcp.backends.oxigraph_store import OxigraphBackend
+from kg_mcp.names import NameIndex, index_path
+from kg_mcp.settings import Settings
+
+# Each case's pairs of calls stop after this long (at least MIN_PAIRS), so a 100M step ends.
+SECONDS_PER_CASE = 60.0
+MIN_PAIRS = 3
+
+
+@dataclass
+class Timed:
+    """Seconds of each call of a case's tool and of its bare query, in one cache state."""
+
+    case: Case
+    tool: list[float]
+    bare: list[float]
+    resident_mb: float = 0.0  # of the store, in the page cache right after a drop (cold only)
+
+    def p50(self, which: str) -> float:
+        return statistics.median(getattr(self, which))
+
+    def p99(self, which: str) -> float:
+        return percentile(getattr(self, which), 0.99)
+
+
+@dataclass
+class SizeTimes:
+    """One store's cold and warm timings, and its disk's random reads."""
+
+    cold: list[Timed]
+    warm: list[Timed]
+    disk_reads: list[float]  # seconds of single 4 KiB reads at random places in the store's files
+    store_mb: float
+
+
+def time_store(store_dir: Path, triples: int, calls: int, reads: int = 300) -> SizeTimes:
+    """Time every case on the store in `store_dir` (the Freebase-shaped KG of `triples` lines)."""
+    # No read-ahead of the name index: cold means cold for it too (a server reads it in the background).
+    settings = Settings(warm_name_index=False, name_index=False)
+    backend = open_store(store_dir, settings=settings)
+    index = [NameIndex.open(index_path(store_dir))]
+    backend.use_names(index[0])
+
+    def fresh() -> None:
+        """As a server just started: no label read yet, the name index just opened (unmapped)."""
+        backend._label_caches.clear()
+        index[0].close()
+        index[0] = NameIndex.open(index_path(store_dir))
+        backend.use_names(index[0])
+
+    os.sync()  # a load leaves gigabytes on their way to disk; only clean pages can be dropped
+    try:
+        with StoreFiles(store_dir) as files:
+            disk = files.random_reads(reads)
+            every = cases(backend, settings, triples, calls, backend.store)
+            cold = [_cold(case, calls, files, fresh) for case in every]
+            warm = [_warm(case, calls) for case in every]
+            return SizeTimes(cold, warm, disk, files.size / 2**20)
+    finally:
+        index[0].close()
+        backend.close()
+
+
+def _pairs(case: Case, calls: int, before: Callable[[], None]) -> tuple[list[float], list[float]]:
+    tool, bare = [], []
+    deadline = time.monotonic() + SECONDS_PER_CASE
+    for i in range(calls):
+        if i >= MIN_PAIRS and time.monotonic() > deadline:
+            break
+        for call, seconds in ((case.call, tool), (case.bare, bare))[:: 1 if i % 2 == 0 else -1]:
+            before()
+            started = time.perf_counter()
+            call(i)
+            seconds.append(time.perf_counter() - started)
+    return tool, bare
+
+
+def _cold(case: Case, calls: int, files: StoreFiles, fresh: Callable[[], None]) -> Timed:
+    def before() -> None:
+        fresh()
+        files.drop()
+
+    before()
+    resident = files.resident() / 2**20  # what a drop leaves: the pages opening the index maps
+    tool, bare = _pairs(case, calls, before)
+    return Timed(case, tool, bare, resident)
+
+
+def _warm(case: Case, calls: int) -> Timed:
+    for i in range(calls):  # every argument read once, by both
+        case.call(i)
+        case.bare(i)
+    tool, bare = _pairs(case, calls, lambda: None)
+    return Timed(case, tool, bare)
+
+
+def latencies(
+    backend: Backend, settings: Settings, triples: int, calls: int, skip: frozenset[str] = frozenset()
+) -> list[tuple[str, float, float]]:
+    """(case, p50 s, p99 s) of each tool but those in `skip`, called alone, warm (the first call of
+    each is not counted): for a backend without a store of its own to compare with (an endpoint)."""
+    store = backend.store if isinstance(backend, OxigraphBackend) else None
+    results = []
+    for case in cases(backend, settings, triples, calls, store):
+        if case.tool in skip:
+            continue
+        case.call(calls - 1)
+        seconds = []
+        deadline = time.monotonic() + SECONDS_PER_CASE
+        for i in range(calls - 1):
+            if i >= MIN_PAIRS and time.monotonic() > deadline:
+                break
+            started = time.perf_counter()
+            case.call(i)
+            seconds.append(time.perf_counter() - started)
+        results.append((case.name, percentile(seconds, 0.5), percentile(seconds, 0.99)))
+    return results
