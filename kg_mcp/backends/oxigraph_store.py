@@ -19,6 +19,7 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import blank_nodes, graph_access, store_patterns
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows
+from kg_mcp.backends.blank_nodes import is_blank
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
@@ -165,10 +166,19 @@ class OxigraphBackend(SparqlBackend):
         return self._names if self._reads_default_graph() else self._name_index(begin=False)
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
+    # Other nodes' are counted from the index, as get_relations counts them: a node with a few
+    # hundred edges (search's property view), or a hub's direction without a record (a type node's
+    # out-edges), costs one read of its edges, not a query to parse and plan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
         stats = self._hub_stats(node, direction)
         if stats is None:
-            return super().relation_counts(node, direction)
+            counted = None if is_blank(node) else self._read(
+                store_patterns.predicate_counts, self.store, node, self._hidden(node, None),
+                min(_COUNTED_HERE, self.count_cap - 1), frozenset(), self._graph_terms(), (direction is Direction.OUTGOING,))
+            if counted is None:  # a blank node, or too many edges to count here
+                return super().relation_counts(node, direction)
+            rows = sorted(((p, n) for (p, _), n in counted[0].items()), key=lambda x: (-x[1], x[0].value))
+            return [RelationCount(p, direction, n) for p, n in rows]
         rows = [(p, n) for p, n in stats.items() if not self.profile.is_hidden(p)]
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
@@ -235,6 +245,11 @@ class OxigraphBackend(SparqlBackend):
             problem = str(e)
         # Raised outside the except block, so no frame holding a result iterator goes with it.
         raise EndpointError(f"The store at {self.location} could not be read: {problem}")
+
+    def exists(self, node: ox.NamedNode) -> bool:
+        if is_blank(node):
+            return super().exists(node)
+        return self._read(store_patterns.occurs, self.store, node, self._graph_terms())
 
     def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
         stats = self._hub_stats(node, direction)
