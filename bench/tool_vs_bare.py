@@ -110,9 +110,12 @@ def _cold(case: Case, calls: int, files: StoreFiles, fresh: Callable[[], None]) 
 
 
 def _warm(case: Case, calls: int) -> Timed:
+    rows = 0
     for i in range(calls):  # every argument read once, by both
         case.call(i)
-        case.bare(i)
+        rows += case.bare(i)
+    if case.bare_finds and not rows:
+        raise RuntimeError(f"{case.name}: the bare query found nothing, so it is no baseline")
     tool, bare = _pairs(case, calls, lambda: None)
     return Timed(case, tool, bare)
 
