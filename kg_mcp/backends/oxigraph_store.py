@@ -37,6 +37,8 @@ _COUNTED_HERE = 1000
 # Degrees of a lookup's candidates read side by side on a store on disk: on a store bigger than
 # memory each read mostly waits for the disk, and pyoxigraph lets go of the GIL while it reads.
 _DEGREE_READERS = 4
+# Hub records kept once read (each a map of a hub's predicates to their counts, in one direction).
+_HUB_RECORDS_KEPT = 1024
 
 
 def named_data_graphs(store: ox.Store) -> list[str]:
@@ -71,6 +73,7 @@ class OxigraphBackend(SparqlBackend):
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
         self._label_set = frozenset(self._label_nodes)
         self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
+        self._hub_records: dict[tuple[ox.NamedNode, bool], dict[str, int]] = {}  # those read (read-only while served)
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
         self._degree_readers = ThreadPoolExecutor(_DEGREE_READERS, "kg-mcp-degrees") if path else None
@@ -282,7 +285,13 @@ class OxigraphBackend(SparqlBackend):
         outgoing = direction is Direction.OUTGOING
         if (node, outgoing) not in self.recorded_hubs():
             return None
-        return self._read(hub_stats, self.store, node, outgoing)
+        # A call asks for a hub's record more than once (search: its degree, then its relations).
+        record = self._hub_records.get((node, outgoing))
+        if record is None:
+            if len(self._hub_records) >= _HUB_RECORDS_KEPT:
+                self._hub_records.clear()
+            record = self._hub_records[(node, outgoing)] = self._read(hub_stats, self.store, node, outgoing)
+        return record
 
     def _degrees(self, nodes):
         if self._degree_readers is None or len(nodes) < 2:
