@@ -10,7 +10,6 @@ alternated (the tool first on even steps), so both see the same machine load.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -71,9 +70,9 @@ def time_store(store_dir: Path, triples: int, calls: int, reads: int = 300) -> S
         index[0] = NameIndex.open(index_path(store_dir))
         backend.use_names(index[0])
 
-    os.sync()  # a load leaves gigabytes on their way to disk; only clean pages can be dropped
     try:
         with StoreFiles(store_dir) as files:
+            files.sync()  # only clean pages can be dropped
             disk = files.random_reads(reads)
             every = cases(backend, settings, triples, calls, backend.store)
             cold = [_cold(case, calls, files, fresh) for case in every]
