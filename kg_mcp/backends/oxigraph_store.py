@@ -169,19 +169,10 @@ class OxigraphBackend(SparqlBackend):
         return self._names if self._reads_default_graph() else self._name_index(begin=False)
 
     # A hub's predicate counts were recorded at load time (kg_mcp.hubs): one lookup, not a scan.
-    # Other nodes' are counted from the index, as get_relations counts them: a node with a few
-    # hundred edges (search's property view), or a hub's direction without a record (a type node's
-    # out-edges), costs one read of its edges, not a query to parse and plan.
     def relation_counts(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
         stats = self._hub_stats(node, direction)
         if stats is None:
-            counted = None if is_blank(node) else self._read(
-                store_patterns.predicate_counts, self.store, node, self._hidden(node, None),
-                min(_COUNTED_HERE, self.count_cap - 1), frozenset(), self._graph_terms(), (direction is Direction.OUTGOING,))
-            if counted is None:  # a blank node, or too many edges to count here
-                return super().relation_counts(node, direction)
-            rows = sorted(((p, n) for (p, _), n in counted[0].items()), key=lambda x: (-x[1], x[0].value))
-            return [RelationCount(p, direction, n) for p, n in rows]
+            return super().relation_counts(node, direction)
         rows = [(p, n) for p, n in stats.items() if not self.profile.is_hidden(p)]
         return [RelationCount(ox.NamedNode(p), direction, n) for p, n in sorted(rows, key=lambda x: -x[1])]
 
@@ -261,7 +252,21 @@ class OxigraphBackend(SparqlBackend):
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
         if self._hub_stats(node, Direction.OUTGOING) is None and self._hub_stats(node, Direction.INCOMING) is None:
             return super().relations_around(node)
-        return self.relation_counts(node, Direction.OUTGOING) + self.relation_counts(node, Direction.INCOMING)
+        return self._hub_side(node, Direction.OUTGOING) + self._hub_side(node, Direction.INCOMING)
+
+    def _hub_side(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
+        """A hub's relations one way: its record, or, where that way has none (a type node's few
+        out-edges), counted from the index as get_relations counts an ordinary node's (no query to
+        parse and plan), by a query past _COUNTED_HERE edges."""
+        if self._hub_stats(node, direction) is not None:
+            return self.relation_counts(node, direction)
+        counted = self._read(
+            store_patterns.predicate_counts, self.store, node, self._hidden(node, None),
+            min(_COUNTED_HERE, self.count_cap - 1), frozenset(), self._graph_terms(), (direction is Direction.OUTGOING,))
+        if counted is None:
+            return super().relation_counts(node, direction)
+        rows = sorted(((p, n) for (p, _), n in counted[0].items()), key=lambda x: (-x[1], x[0].value))
+        return [RelationCount(p, direction, n) for p, n in rows]
 
     def count_neighbours(self, node, direction, predicates):
         stats = self._hub_stats(node, direction)
