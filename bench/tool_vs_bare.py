@@ -1,9 +1,10 @@
 """Each scale case's tool timed beside its bare query (bench.scale_cases), call by call, cold and warm.
 
 Cold: before every call the store's files are dropped from the page cache (bench.page_cache), the
-backend forgets the labels it read and its name index is opened afresh (SQLite maps the file, and
-a mapped page is not dropped), as in a server started after a reboot; RocksDB's own block cache
-(32 MB by default) stays, which is why the tool and the bare query read different entities.
+backend forgets the labels and hub records it kept and its name index is opened afresh (SQLite's
+own cache of its pages goes with the connection), as in a server started after a reboot without
+the name index's read-ahead; RocksDB's own block cache (8 to 32 MB) stays with the store, which is
+why the tool and the bare query read different entities.
 Warm: every argument is read once by both first, then the same calls are timed. The two are
 alternated (the tool first on even steps), so both see the same machine load.
 """
@@ -64,8 +65,9 @@ def time_store(store_dir: Path, triples: int, calls: int, reads: int = 300) -> S
     backend.use_names(index[0])
 
     def fresh() -> None:
-        """As a server just started: no label read yet, the name index just opened (unmapped)."""
-        backend._label_caches.clear()
+        """As a server just started: nothing read and kept yet, the name index just opened."""
+        backend._label_caches.clear()  # what the backend keeps of what it read (a bench may reach in)
+        backend._hub_records.clear()
         index[0].close()
         index[0] = NameIndex.open(index_path(store_dir))
         backend.use_names(index[0])
