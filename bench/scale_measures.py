@@ -102,6 +102,7 @@ def _latency_rows(store_dir: Path, triples: int, calls: int, smallest: int, refe
     rows = [Row(f"scale {label}: disk, one 4 KiB read at random", disk * 1e3, disk_base * 1e3, "ms", "",
                 f"p99 {percentile(times.disk_reads, 0.99) * 1e3:.2f} ms, {len(times.disk_reads)} reads over the store's "
                 f"files ({times.store_mb:,.0f} MB) dropped from the page cache; baseline: at {small}")]
+    _progress(rows[0])
     for state in ("cold", "warm"):
         for timed in getattr(times, state):
             cached = f"; {timed.resident_mb:.1f} of {times.store_mb:,.0f} MB cached after a drop" if state == "cold" else ""
