@@ -1,10 +1,11 @@
 """Each scale case's tool timed beside its bare query (bench.scale_cases), call by call, cold and warm.
 
-Cold: before every call the store's files are dropped from the page cache (bench.page_cache), the
-backend forgets the labels and hub records it kept and its name index is opened afresh (SQLite's
-own cache of its pages goes with the connection), as in a server started after a reboot without
-the name index's read-ahead; RocksDB's own block cache (8 to 32 MB) stays with the store, which is
-why the tool and the bare query read different entities.
+Cold: before every call the store's files are dropped from the page cache (bench.page_cache), and
+the backend forgets the labels and hub records it kept, so that the tool reads from the store what
+its bare query reads. What each engine keeps in the process stays, as in a server whose page cache
+other files took: RocksDB's block cache and the index blocks of its tables, SQLite's cache of the
+name index's pages (each bounded, tens of MB); which is why the tool and the bare query read
+different entities. The name index is not read ahead (a server reads it in the background).
 Warm: every argument is read once by both first, then the same calls are timed. The two are
 alternated (the tool first on even steps), so both see the same machine load.
 """
@@ -22,7 +23,6 @@ from bench.page_cache import StoreFiles
 from bench.scale_cases import Case, cases
 from kg_mcp.backends import Backend, open_store
 from kg_mcp.backends.oxigraph_store import OxigraphBackend
-from kg_mcp.names import NameIndex, index_path
 from kg_mcp.settings import Settings
 
 # Each case's pairs of calls stop after this long (at least MIN_PAIRS), so a 100M step ends.
@@ -58,19 +58,13 @@ class SizeTimes:
 
 def time_store(store_dir: Path, triples: int, calls: int, reads: int = 300) -> SizeTimes:
     """Time every case on the store in `store_dir` (the Freebase-shaped KG of `triples` lines)."""
-    # No read-ahead of the name index: cold means cold for it too (a server reads it in the background).
-    settings = Settings(warm_name_index=False, name_index=False)
+    settings = Settings(warm_name_index=False)
     backend = open_store(store_dir, settings=settings)
-    index = [NameIndex.open(index_path(store_dir))]
-    backend.use_names(index[0])
 
     def fresh() -> None:
-        """As a server just started: nothing read and kept yet, the name index just opened."""
-        backend._label_caches.clear()  # what the backend keeps of what it read (a bench may reach in)
+        """Nothing the backend read and kept (a bench may reach in: the tools have no use for it)."""
+        backend._label_caches.clear()
         backend._hub_records.clear()
-        index[0].close()
-        index[0] = NameIndex.open(index_path(store_dir))
-        backend.use_names(index[0])
 
     try:
         with StoreFiles(store_dir) as files:
@@ -81,7 +75,6 @@ def time_store(store_dir: Path, triples: int, calls: int, reads: int = 300) -> S
             warm = [_warm(case, calls) for case in every]
             return SizeTimes(cold, warm, disk, files.size / 2**20)
     finally:
-        index[0].close()
         backend.close()
 
 
