@@ -109,7 +109,8 @@ def _latency_rows(store_dir: Path, triples: int, calls: int, smallest: int, refe
             rows.append(Row(
                 f"scale {label} {state}: {timed.case.name} / bare", timed.p50("tool") * 1e3, timed.p50("bare") * 1e3,
                 "ms", "<= 1.5",
-                f"p99 {timed.p99('tool') * 1e3:.2f} / {timed.p99('bare') * 1e3:.2f} ms; {len(timed.tool)} pairs{cached}; "
+                f"p99 {timed.p99('tool') * 1e3:.2f} / {timed.p99('bare') * 1e3:.2f} ms; processor time p50 "
+                f"{timed.p50('tool_cpu') * 1e3:.3f} / {timed.p50('bare_cpu') * 1e3:.3f} ms; {len(timed.tool)} pairs{cached}; "
                 f"bare: {timed.case.bare_reads}",
             ))
             _progress(rows[-1])

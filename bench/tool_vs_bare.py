@@ -32,11 +32,15 @@ MIN_PAIRS = 3
 
 @dataclass
 class Timed:
-    """Seconds of each call of a case's tool and of its bare query, in one cache state."""
+    """Seconds of each call of a case's tool and of its bare query, in one cache state: wall-clock,
+    and the process's processor time (what the code costs, the waits for the disk and for a core
+    left out: robust to a machine others load)."""
 
     case: Case
     tool: list[float]
     bare: list[float]
+    tool_cpu: list[float]
+    bare_cpu: list[float]
     resident_mb: float = 0.0  # of the store, in the page cache right after a drop (cold only)
 
     def p50(self, which: str) -> float:
@@ -78,18 +82,20 @@ def time_store(store_dir: Path, triples: int, calls: int, reads: int = 300) -> S
         backend.close()
 
 
-def _pairs(case: Case, calls: int, before: Callable[[], None]) -> tuple[list[float], list[float]]:
-    tool, bare = [], []
+def _pairs(case: Case, calls: int, before: Callable[[], None]) -> dict[str, list[float]]:
+    """Wall-clock and processor seconds of each call: {"tool", "bare", "tool_cpu", "bare_cpu"}."""
+    seconds: dict[str, list[float]] = {"tool": [], "bare": [], "tool_cpu": [], "bare_cpu": []}
     deadline = time.monotonic() + SECONDS_PER_CASE
     for i in range(calls):
         if i >= MIN_PAIRS and time.monotonic() > deadline:
             break
-        for call, seconds in ((case.call, tool), (case.bare, bare))[:: 1 if i % 2 == 0 else -1]:
+        for call, which in ((case.call, "tool"), (case.bare, "bare"))[:: 1 if i % 2 == 0 else -1]:
             before()
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             call(i)
-            seconds.append(time.perf_counter() - started)
-    return tool, bare
+            seconds[which].append(time.perf_counter() - started)
+            seconds[f"{which}_cpu"].append(time.process_time() - started_cpu)
+    return seconds
 
 
 def _cold(case: Case, calls: int, files: StoreFiles, fresh: Callable[[], None]) -> Timed:
@@ -98,9 +104,8 @@ def _cold(case: Case, calls: int, files: StoreFiles, fresh: Callable[[], None]) 
         files.drop()
 
     before()
-    resident = files.resident() / 2**20  # what a drop leaves: the pages opening the index maps
-    tool, bare = _pairs(case, calls, before)
-    return Timed(case, tool, bare, resident)
+    resident = files.resident() / 2**20  # what a drop leaves (a page mapped by a process stays)
+    return Timed(case, **_pairs(case, calls, before), resident_mb=resident)
 
 
 def _warm(case: Case, calls: int) -> Timed:
@@ -110,8 +115,7 @@ def _warm(case: Case, calls: int) -> Timed:
         rows += case.bare(i)
     if case.bare_finds and not rows:
         raise RuntimeError(f"{case.name}: the bare query found nothing, so it is no baseline")
-    tool, bare = _pairs(case, calls, lambda: None)
-    return Timed(case, tool, bare)
+    return Timed(case, **_pairs(case, calls, lambda: None))
 
 
 def latencies(
