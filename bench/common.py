@@ -85,13 +85,20 @@ def load_code(source: Path, target: Path, *, name_index: bool = True, index_note
 
 def timed_child(code: str) -> tuple[float, float]:
     """Run `python -c code` in a fresh process: (wall seconds, its peak RSS in MB)."""
+    seconds, peak_mb, _ = child_usage(code)
+    return seconds, peak_mb
+
+
+def child_usage(code: str) -> tuple[float, float, float]:
+    """Run `python -c code` in a fresh process: (wall seconds, its peak RSS in MB, its processor
+    seconds, user and system, all its threads: what it cost, however loaded the machine was)."""
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if status != 0:
         raise RuntimeError(f"child process failed ({status}): {code}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def triples_count(text: str) -> int:
