@@ -23,7 +23,7 @@ class Row:
     ours: float
     baseline: float
     unit: str
-    goal: str  # e.g. "<= 0.02" or ">= 0.8": a bound on ratio = ours / baseline
+    goal: str  # e.g. "<= 0.02" or ">= 0.8": a bound on ratio = ours / baseline; "": a ratio reported, no goal
     note: str = ""
 
     @property
@@ -31,7 +31,9 @@ class Row:
         return self.ours / self.baseline if self.baseline else float("inf")
 
     @property
-    def passed(self) -> bool:
+    def passed(self) -> bool | None:
+        if not self.goal:
+            return None
         op, bound = self.goal.split()
         return self.ratio <= float(bound) if op == "<=" else self.ratio >= float(bound)
 
@@ -83,13 +85,20 @@ def load_code(source: Path, target: Path, *, name_index: bool = True, index_note
 
 def timed_child(code: str) -> tuple[float, float]:
     """Run `python -c code` in a fresh process: (wall seconds, its peak RSS in MB)."""
+    seconds, peak_mb, _ = child_usage(code)
+    return seconds, peak_mb
+
+
+def child_usage(code: str) -> tuple[float, float, float]:
+    """Run `python -c code` in a fresh process: (wall seconds, its peak RSS in MB, its processor
+    seconds, user and system, all its threads: what it cost, however loaded the machine was)."""
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if status != 0:
         raise RuntimeError(f"child process failed ({status}): {code}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def triples_count(text: str) -> int:
@@ -147,7 +156,7 @@ def print_table(rows: list[Row], header: str) -> None:
     names = ("measure", "ours", "baseline", "ratio", "goal", "pass")
     print("  ".join(n.ljust(w) for n, w in zip(names, widths)))
     for r in rows:
-        cells = (r.measure, f"{r.ours:.4g} {r.unit}", f"{r.baseline:.4g} {r.unit}", f"{r.ratio:.3f}", r.goal, "yes" if r.passed else "NO")
+        cells = (r.measure, f"{r.ours:.4g} {r.unit}", f"{r.baseline:.4g} {r.unit}", f"{r.ratio:.3f}", r.goal, {True: "yes", False: "NO", None: "-"}[r.passed])
         print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)))
         if r.note:
             print(f"    {r.note}")

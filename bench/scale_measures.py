@@ -2,41 +2,37 @@
 
 Per size: `kg-mcp load`'s own code path (kg_mcp.loading, hub statistics and whatever else it
 builds) against pyoxigraph's bare `Store.bulk_load` of the same file, each in a fresh process
-(its peak RSS read from wait4); the store's size on disk; then p50/p99 of every tool on random
-entities and on hubs, the p50s compared with those at the smallest size.
+(its peak RSS read from wait4); the store's size on disk; the disk's own random-read time; then
+every tool on random people and on hubs beside the bare pyoxigraph query that reads what its
+answer shows (bench.scale_cases), interleaved call by call, first with the store's files dropped
+from the page cache before each call, then warm (bench.tool_vs_bare). Rows: each tool against its
+bare query at each size, and each tool at a larger size against the smallest in the same state.
 """
 
 from __future__ import annotations
 
-import os
-import random
 import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import Row, bulk_load_code, load_code, percentile, timed_child
-from bench.freebase_shape import (
-    COUNTRIES,
-    NS,
-    PROFESSIONS,
-    Layout,
-    country_id,
-    entity_name,
-    mid,
-    profession_id,
-    write_freebase,
-)
-from kg_mcp.backends import Backend, open_store
-from kg_mcp.settings import Settings
-from kg_mcp.tools import explore_kg, find_entities, get_relations, search, verify
-from kg_mcp.tools.verify import TripleClaim
+from bench.common import Row, bulk_load_code, child_usage, load_code, percentile
+from bench.freebase_shape import write_freebase
+from bench.tool_vs_bare import SizeTimes, time_store
 
 MEMORY_LIMIT_MB = 24 * 1024  # the machine's memory
-# Each tool is called on up to `calls` entities, or for this long, whichever ends first.
-SECONDS_PER_TOOL = 60.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """One load in a fresh process."""
+
+    seconds: float
+    peak_mb: float
+    noted: float  # the seconds the child wrote down: its name index, or bulk_load's compaction
+    cpu: float  # its processor seconds, all threads: what it cost, however loaded the machine was
 
 
 def size_label(triples: int) -> str:
@@ -46,14 +42,14 @@ def size_label(triples: int) -> str:
 def scale_survey(
     work: Path, sizes: list[int], calls: int, keep: bool = True, reuse: bool = False
 ) -> list[Row]:
-    """Rows for every size; the smallest size's latencies are the baseline of the larger ones.
+    """Rows for every size; the smallest size's timings are the baseline of the larger ones.
 
     Per size, `kg-mcp load`'s code path runs first and the tools are timed on its store; the bare
     `bulk_load` baseline comes last, so a step cut short still has its store and latencies. With
     `reuse`, only the tools are timed, on the stores an earlier run left in `work`.
     """
     rows: list[Row] = []
-    reference: dict[str, float] = {}
+    reference: dict[str, SizeTimes] = {}
     for triples in sorted(sizes):
         label = size_label(triples)
         store_dir, bulk_dir = work / f"freebase-{label}.store", work / f"freebase-{label}.bulk-store"
@@ -77,8 +73,9 @@ def scale_survey(
         bulk_code = bulk_load_code(source, bulk_dir, compact_note)
         runs = {"ours": [_load_once(ours_code, store_dir, index_note)], "bulk": []}
         disk_mb = _disk_mb(store_dir)
-        print(f"[scale] {label}: kg-mcp load {runs['ours'][0][0]:.0f} s (name index {runs['ours'][0][2]:.0f} s), "
-              f"peak RSS {runs['ours'][0][1]:,.0f} MB, store {disk_mb:,.0f} MB", file=sys.stderr, flush=True)  # fmt: skip
+        first = runs["ours"][0]
+        print(f"[scale] {label}: kg-mcp load {first.seconds:.0f} s (name index {first.noted:.0f} s, processor "
+              f"{first.cpu:.0f} s), peak RSS {first.peak_mb:,.0f} MB, store {disk_mb:,.0f} MB", file=sys.stderr, flush=True)  # fmt: skip
         latency_rows = _latency_rows(store_dir, triples, calls, min(sizes), reference)
         # Loads of a few seconds are repeated, alternating, and the medians kept (a shared machine is
         # noisy); tiny ones are only smoke tests and big ones too long to repeat.
@@ -106,32 +103,43 @@ def scale_survey(
     return rows
 
 
-def _latency_rows(
-    store_dir: Path, triples: int, calls: int, smallest: int, reference: dict[str, float]
-) -> list[Row]:
-    """A row per tool and kind of call on the store in `store_dir`, its p50 against `reference`
-    (filled in at the smallest size)."""
-    # A load leaves gigabytes on their way to disk: reads timed now would queue behind them.
-    os.sync()
-    rows = []
-    for name, p50, p99 in latencies(open_store(store_dir), Settings(), triples, calls):
-        base = reference.setdefault(name, p50)
-        role = (
-            "the reference for larger sizes"
-            if triples == smallest
-            else f"baseline: p50 at {size_label(smallest)}"
-        )
-        rows.append(
-            Row(
-                f"scale {size_label(triples)}: {name} p50",
-                p50 * 1e3,
-                base * 1e3,
-                "ms",
-                "<= 1.5",
-                f"p99 {p99 * 1e3:.1f} ms; {role}",
-            )
-        )
-        _progress(rows[-1])
+def _latency_rows(store_dir: Path, triples: int, calls: int, smallest: int, reference: dict[str, SizeTimes]) -> list[Row]:
+    """Each tool against its bare query, cold and warm, on the store in `store_dir`; above the
+    smallest size, each tool against itself at the smallest size in the same state (`reference`,
+    filled in at the smallest size)."""
+    times = time_store(store_dir, triples, calls)
+    base = reference.setdefault("smallest", times)
+    label, small = size_label(triples), size_label(smallest)
+    disk, disk_base = percentile(times.disk_reads, 0.5), percentile(base.disk_reads, 0.5)
+    rows = [Row(f"scale {label}: disk, one 4 KiB read at random", disk * 1e3, disk_base * 1e3, "ms", "",
+                f"p99 {percentile(times.disk_reads, 0.99) * 1e3:.2f} ms, {len(times.disk_reads)} reads over the store's "
+                f"files ({times.store_mb:,.0f} MB) dropped from the page cache; baseline: at {small}")]
+    _progress(rows[0])
+    for state in ("cold", "warm"):
+        for timed in getattr(times, state):
+            cached = f"; {timed.resident_mb:.1f} of {times.store_mb:,.0f} MB cached after a drop" if state == "cold" else ""
+            rows.append(Row(
+                f"scale {label} {state}: {timed.case.name} / bare", timed.p50("tool") * 1e3, timed.p50("bare") * 1e3,
+                "ms", "<= 1.5",
+                f"p99 {timed.p99('tool') * 1e3:.2f} / {timed.p99('bare') * 1e3:.2f} ms; processor time p50 "
+                f"{timed.p50('tool_cpu') * 1e3:.3f} / {timed.p50('bare_cpu') * 1e3:.3f} ms; {len(timed.tool)} pairs{cached}; "
+                f"bare: {timed.case.bare_reads}",
+            ))
+            _progress(rows[-1])
+    if triples == smallest:
+        return rows
+    for state in ("cold", "warm"):
+        for timed, then in zip(getattr(times, state), getattr(base, state), strict=True):
+            bare = timed.p50("bare") / then.p50("bare")
+            note = f"bare query {label} / {small}: {bare:.2f}"
+            if state == "cold":  # the disk is not the code's: said in the disk's own reads
+                note += (f"; in 4 KiB random reads of the disk, the tool {timed.p50('tool') / disk:.1f} at {label}, "
+                         f"{then.p50('tool') / disk_base:.1f} at {small}")
+            rows.append(Row(
+                f"scale {label} {state}: {timed.case.name} / {small}", timed.p50("tool") * 1e3, then.p50("tool") * 1e3,
+                "ms", "<= 1.5" if state == "warm" else "", note,
+            ))
+            _progress(rows[-1])
     return rows
 
 
@@ -144,136 +152,59 @@ def _progress(row: Row) -> None:
     )
 
 
-def _load_once(code: str, target: Path, note: Path | None = None) -> tuple[float, float, float]:
-    """(seconds, peak MB, the seconds the child wrote to `note`: its name index or compaction) of one
-    load into an empty `target`, in a fresh process."""
+def _load_once(code: str, target: Path, note: Path | None = None) -> Load:
+    """One load into an empty `target`, in a fresh process; `note`: where the child writes down the
+    seconds of its name index or compaction."""
     shutil.rmtree(target, ignore_errors=True)
     if note:
         note.unlink(missing_ok=True)
-    seconds, peak_mb = timed_child(code)
+    seconds, peak_mb, cpu = child_usage(code)
     if peak_mb > MEMORY_LIMIT_MB:
         raise RuntimeError(f"a load took {peak_mb:,.0f} MB, past the machine's {MEMORY_LIMIT_MB:,} MB")
-    return seconds, peak_mb, float(note.read_text()) if note else 0.0
+    return Load(seconds, peak_mb, float(note.read_text()) if note else 0.0, cpu)
 
 
-def _load_rows(
-    label: str, triples: int, runs: dict[str, list[tuple[float, float, float]]]
-) -> tuple[Row, Row]:
+def _load_rows(label: str, triples: int, runs: dict[str, list[Load]]) -> tuple[Row, Row]:
     """The store part of `kg_mcp.loading.load_sources` against `Store.bulk_load` then the same
     compaction (median seconds, highest peak), and the load with the name index against the load
-    without (issue 15's goal: at most 30% more)."""
-    ours_s, ours_mb, _ = _median_run(runs["ours"])
-    base_s, base_mb, compact_s = _median_run(runs["bulk"])
-    store_s = _median_run(runs["plain"])[0]  # the store part: the load without the name index
-    bare_s = base_s - compact_s
+    without (issue 15's goal: at most 30% more); the processor seconds of each in the notes."""
+    ours, base, plain = _median_run(runs["ours"]), _median_run(runs["bulk"]), _median_run(runs["plain"])
+    store_s = plain.seconds  # the store part: the load without the name index
+    bare_s = base.seconds - base.noted
     load = Row(
         f"scale {label}: load (triples/s)",
         triples / store_s,
-        triples / base_s,
+        triples / base.seconds,
         "t/s",
         ">= 0.9",
         f"store part {store_s:.0f} s (compaction and hub statistics included, name index not), bulk_load "
-        f"{bare_s:.0f} s + compaction {compact_s:.0f} s; against bulk_load alone {bare_s / store_s:.2f}; "
-        f"whole kg-mcp load {ours_s:.0f} s = {triples / ours_s:,.0f} t/s; peak RSS ours {ours_mb:,.0f} MB, "
-        f"bulk_load {base_mb:,.0f} MB (limit {MEMORY_LIMIT_MB:,} MB)",
+        f"{bare_s:.0f} s + compaction {base.noted:.0f} s; against bulk_load alone {bare_s / store_s:.2f}; "
+        f"whole kg-mcp load {ours.seconds:.0f} s = {triples / ours.seconds:,.0f} t/s; processor seconds: store part "
+        f"{plain.cpu:.1f}, bulk_load and compaction {base.cpu:.1f} ({base.cpu / plain.cpu:.2f}); peak RSS ours "
+        f"{ours.peak_mb:,.0f} MB, bulk_load {base.peak_mb:,.0f} MB (limit {MEMORY_LIMIT_MB:,} MB)",
     )
     index = Row(
         f"scale {label}: load with the name index (s)",
-        ours_s,
+        ours.seconds,
         store_s,
         "s",
         "<= 1.3",
-        f"kg-mcp load {ours_s:.1f} s against {store_s:.1f} s without the index (name_index=False), "
-        f"medians of {len(runs['plain'])}",
+        f"kg-mcp load {ours.seconds:.1f} s against {store_s:.1f} s without the index (name_index=False), "
+        f"medians of {len(runs['plain'])}; processor seconds {ours.cpu:.1f} against {plain.cpu:.1f} "
+        f"({ours.cpu / plain.cpu:.2f}); the load waited {ours.noted:.1f} s for the index",
     )
     return load, index
 
 
-def _median_run(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    """(median seconds, highest peak MB, median noted seconds) over repeated loads."""
-    return (
-        statistics.median(s for s, _, _ in runs),
-        max(mb for _, mb, _ in runs),
-        statistics.median(i for _, _, i in runs),
+def _median_run(runs: list[Load]) -> Load:
+    """Median seconds (noted and processor seconds likewise), highest peak, over repeated loads."""
+    return Load(
+        statistics.median(r.seconds for r in runs),
+        max(r.peak_mb for r in runs),
+        statistics.median(r.noted for r in runs),
+        statistics.median(r.cpu for r in runs),
     )
 
 
 def _disk_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
-
-
-def latencies(
-    backend: Backend, settings: Settings, triples: int, calls: int, skip: frozenset[str] = frozenset()
-) -> list[tuple[str, float, float]]:
-    """(measure, p50 s, p99 s) of each tool but those in `skip`, on random people and on hubs.
-
-    `backend` holds the Freebase-shaped file of `triples` lines: a local store or an endpoint."""
-    if backend.profile.name != "freebase":
-        raise RuntimeError(f"profile detected as {backend.profile.name}, not freebase")
-    layout = Layout(triples)
-    rng = random.Random(5)
-    start, end = layout.kind_range(0)  # people: every one has a nationality and a place of birth
-    people = [rng.randrange(start, end) for _ in range(calls)]
-    ids = [mid(i) for i in people]
-    usa = mid(country_id(0))
-    shown = search(backend, settings, ids[0], "outgoing").text
-    if "<http" in shown or "m.0" not in shown:
-        raise RuntimeError(f"ids are not compacted on the Freebase-shaped store:\n{shown[:500]}")
-    # Hubs: a country, a profession and a type node, each with millions of in-edges at 100M.
-    hubs = [usa, mid(profession_id(0)), f"<{NS}people.person>"]
-    hub_names = [COUNTRIES[0], PROFESSIONS[0], "Person"]
-    hub_relations = ["~people.person.nationality", "~people.person.profession", "~type.object.type"]
-    random_cases: dict[str, Callable[[int], object]] = {
-        "search": lambda i: search(backend, settings, ids[i], "outgoing"),
-        "get_relations": lambda i: get_relations(backend, settings, ids[i]),
-        "explore_kg": lambda i: explore_kg(backend, settings, ids[i], ["people.person.place_of_birth"]),
-        "verify": lambda i: verify(
-            backend, settings, [TripleClaim(subject=ids[i], relation="people.person.nationality", object=usa)]
-        ),
-        "find_entities": lambda i: find_entities(backend, settings, entity_name(people[i])),
-    }
-    hub_cases: dict[str, Callable[[int], object]] = {
-        "search": lambda i: search(backend, settings, hubs[i % 3], "incoming"),
-        "get_relations": lambda i: get_relations(backend, settings, hubs[i % 3]),
-        "explore_kg": lambda i: explore_kg(backend, settings, hubs[i % 3], [hub_relations[i % 3]]),
-        "verify": lambda i: verify(
-            backend,
-            settings,
-            [TripleClaim(subject=ids[i], relation="people.person.profession", object=hubs[1])],
-        ),
-        "find_entities": lambda i: find_entities(backend, settings, hub_names[i % 3]),
-    }
-    # Names as people type them: a letter dropped (a typo), or the surname alone (shared by thousands
-    # of people at 100M: the words tier ranks them).
-    typed = [n[:3] + n[4:] if i % 2 else n.split()[-1] for i, n in enumerate(map(entity_name, people))]
-    typed_cases: dict[str, Callable[[int], object]] = {
-        "find_entities": lambda i: find_entities(backend, settings, typed[i])
-    }
-    results = []
-    for kind, cases in (("random", random_cases), ("hubs", hub_cases), ("typed", typed_cases)):
-        for tool, call in cases.items():
-            if tool in skip:
-                continue
-            seconds = _timings(call, calls)
-            results.append((f"{tool} ({kind})", percentile(seconds, 0.5), percentile(seconds, 0.99)))
-    return results
-
-
-def _timings(call: Callable[[int], object], calls: int) -> list[float]:
-    """Seconds per call over up to `calls` arguments, for at most SECONDS_PER_TOOL (at least 3 calls).
-
-    The first call warms caches and is not counted, unless it took seconds: then it is a sample
-    like the others (a scan costs the same warm or cold), which keeps a 100M step within hours.
-    """
-    started = time.perf_counter()
-    call(calls - 1)
-    first = time.perf_counter() - started
-    seconds: list[float] = [first] if first > 1.0 else []
-    deadline = time.monotonic() + SECONDS_PER_TOOL
-    for i in range(calls - 1):
-        if len(seconds) >= 3 and time.monotonic() > deadline:
-            break
-        started = time.perf_counter()
-        call(i)
-        seconds.append(time.perf_counter() - started)
-    return seconds

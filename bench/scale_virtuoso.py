@@ -21,7 +21,8 @@ from pathlib import Path
 
 from bench.common import Row, bulk_load_code, free_port, load_code, percentile, timed_child
 from bench.freebase_shape import Layout, entity_name, mid, write_freebase
-from bench.scale_measures import latencies, size_label
+from bench.scale_measures import size_label
+from bench.tool_vs_bare import latencies
 from bench.virtuoso import Virtuoso, installed
 from kg_mcp.backends import Backend, open_endpoint, open_store
 from kg_mcp.settings import Settings

@@ -4,13 +4,16 @@ and from the store's triples (other formats, later loads, `kg-mcp index`); both 
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import pyoxigraph as ox
 import pytest
 
 from kg_mcp.loading import LoadError, load_sources
 from kg_mcp.names import index_path, read_index_meta
+from kg_mcp.names.scan import NameScan
 from kg_mcp.names.store_index import build_store_index, store_profile
+from kg_mcp.profiles import get_profile
 
 FB = "http://rdf.freebase.com/ns/"
 NAME, ALIAS = f"<{FB}type.object.name>", f"<{FB}common.topic.alias>"
@@ -114,3 +117,36 @@ def test_a_bad_line_keeps_the_store_and_index_of_the_last_good_load(tmp_path):
     with pytest.raises(LoadError):
         load_sources([bad], tmp_path / "new", progress=False)
     assert not (tmp_path / "new").exists()
+
+
+def _scanned(path):
+    """A scan of FREEBASE_LINES into a new index database at `path`, and the threads its statements ran in."""
+    connection = sqlite3.connect(path, check_same_thread=False)
+    ran_in: dict[str, set[str]] = {}
+    connection.set_trace_callback(lambda sql: ran_in.setdefault(sql.split("(")[0].strip(), set()).add(threading.current_thread().name))
+    scan = NameScan(connection, ["en", "mul"])
+    scan.feed(("\n".join(FREEBASE_LINES) + "\n").encode())
+    scan.end_of_source()
+    return scan, connection, ran_in
+
+
+def test_the_word_indexes_are_built_in_a_thread_beside_the_rest_of_the_load(tmp_path):
+    # The loader compacts the store and counts its hubs meanwhile; finish waits for the thread.
+    scan, _, ran_in = _scanned(tmp_path / "names.sqlite")
+    scan.finish_guessed()
+    assert scan.finish(get_profile("freebase"), "1:now") == 8
+    scan.close()
+    assert ran_in["CREATE VIRTUAL TABLE words USING fts5"] == {"kg-mcp name index"}
+    source = tmp_path / "fb.nt"
+    source.write_text("\n".join(FREEBASE_LINES) + "\n", encoding="utf-8")
+    load_sources([source], tmp_path / "store", progress=False)
+    assert rows(tmp_path / "names.sqlite") == rows(index_path(tmp_path / "store"))
+
+
+def test_a_word_index_build_that_fails_in_its_thread_fails_the_finish(tmp_path):
+    scan, connection, _ = _scanned(tmp_path / "names.sqlite")
+    connection.execute("CREATE TABLE words(x)")  # the build's own table cannot be made
+    scan.finish_guessed()
+    with pytest.raises(sqlite3.OperationalError, match="words already exists"):
+        scan.finish(get_profile("freebase"), "1:now")
+    scan.close()

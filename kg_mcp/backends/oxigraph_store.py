@@ -19,6 +19,7 @@ import pyoxigraph as ox
 
 from kg_mcp.backends import blank_nodes, graph_access, store_patterns
 from kg_mcp.backends.base import Direction, Neighbour, RelationCount, Rows, Values
+from kg_mcp.backends.blank_nodes import is_blank
 from kg_mcp.backends.engine_answers import Solutions, solutions_of
 from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
@@ -36,6 +37,8 @@ _COUNTED_HERE = 1000
 # Degrees of a lookup's candidates read side by side on a store on disk: on a store bigger than
 # memory each read mostly waits for the disk, and pyoxigraph lets go of the GIL while it reads.
 _DEGREE_READERS = 4
+# Hub records kept once read (each a map of a hub's predicates to their counts, in one direction).
+_HUB_RECORDS_KEPT = 1024
 
 
 def named_data_graphs(store: ox.Store) -> list[str]:
@@ -70,6 +73,7 @@ class OxigraphBackend(SparqlBackend):
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
         self._label_set = frozenset(self._label_nodes)
         self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
+        self._hub_records: dict[tuple[ox.NamedNode, bool], dict[str, int]] = {}  # those read (read-only while served)
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
         self._degree_readers = ThreadPoolExecutor(_DEGREE_READERS, "kg-mcp-degrees") if path else None
@@ -242,6 +246,11 @@ class OxigraphBackend(SparqlBackend):
         # Raised outside the except block, so no frame holding a result iterator goes with it.
         raise EndpointError(f"The store at {self.location} could not be read: {problem}")
 
+    def exists(self, node: ox.NamedNode) -> bool:
+        if is_blank(node):
+            return super().exists(node)
+        return self._read(store_patterns.occurs, self.store, node, self._graph_terms())
+
     def known_degree(self, node: ox.NamedNode, direction: Direction) -> int | None:
         stats = self._hub_stats(node, direction)
         return None if stats is None else sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
@@ -249,7 +258,21 @@ class OxigraphBackend(SparqlBackend):
     def relations_around(self, node: ox.NamedNode) -> list[RelationCount]:
         if self._hub_stats(node, Direction.OUTGOING) is None and self._hub_stats(node, Direction.INCOMING) is None:
             return super().relations_around(node)
-        return self.relation_counts(node, Direction.OUTGOING) + self.relation_counts(node, Direction.INCOMING)
+        return self._hub_side(node, Direction.OUTGOING) + self._hub_side(node, Direction.INCOMING)
+
+    def _hub_side(self, node: ox.NamedNode, direction: Direction) -> list[RelationCount]:
+        """A hub's relations one way: its record, or, where that way has none (a type node's few
+        out-edges), counted from the index as get_relations counts an ordinary node's (no query to
+        parse and plan), by a query past _COUNTED_HERE edges."""
+        if self._hub_stats(node, direction) is not None:
+            return self.relation_counts(node, direction)
+        counted = self._read(
+            store_patterns.predicate_counts, self.store, node, self._hidden(node, None),
+            min(_COUNTED_HERE, self.count_cap - 1), frozenset(), self._graph_terms(), (direction is Direction.OUTGOING,))
+        if counted is None:
+            return super().relation_counts(node, direction)
+        rows = sorted(((p, n) for (p, _), n in counted[0].items()), key=lambda x: (-x[1], x[0].value))
+        return [RelationCount(p, direction, n) for p, n in rows]
 
     def count_neighbours(self, node, direction, predicates, *, values=Values.ANY):
         stats = self._hub_stats(node, direction) if values is Values.ANY else None
@@ -273,7 +296,13 @@ class OxigraphBackend(SparqlBackend):
         outgoing = direction is Direction.OUTGOING
         if (node, outgoing) not in self.recorded_hubs():
             return None
-        return self._read(hub_stats, self.store, node, outgoing)
+        # A call asks for a hub's record more than once (search: its degree, then its relations).
+        record = self._hub_records.get((node, outgoing))
+        if record is None:
+            if len(self._hub_records) >= _HUB_RECORDS_KEPT:
+                self._hub_records.clear()
+            record = self._hub_records[(node, outgoing)] = self._read(hub_stats, self.store, node, outgoing)
+        return record
 
     def _degrees(self, nodes):
         if self._degree_readers is None or len(nodes) < 2:

@@ -456,11 +456,12 @@ class SparqlBackend(Backend):
             carrier = {t: t for t in terms if isinstance(t, ox.NamedNode)}
         else:
             carrier = {t: ox.NamedNode(self.profile.property_entity_of(t.value)) for t in terms if isinstance(t, ox.NamedNode)}
-        missing = sorted({c for c in carrier.values() if c not in self._label_cache}, key=str)
+        cache = self._label_cache  # the call's graph set's: looked up once, not per term
+        missing = sorted({c for c in carrier.values() if c not in cache}, key=str)
         if missing:
             best = self._best_literals(missing, self.label_predicates)
             self._remember_labels({node: best.get(node) for node in missing})
-        found = {t: label for t, c in carrier.items() if (label := self._label_cache.get(c)) is not None}
+        found = {t: label for t, c in carrier.items() if (label := cache.get(c)) is not None}
         for t in carrier:
             if t not in found and (unnamed := self.profile.unnamed_label_of(t.value)):
                 found[t] = unnamed

@@ -92,14 +92,16 @@ def predicate_counts(
     most: int,
     keep: frozenset[ox.NamedNode] = frozenset(),
     graphs: Graphs = DEFAULT,
+    directions: tuple[bool, ...] = (True, False),
 ) -> tuple[dict[tuple[ox.NamedNode, bool], int], list[tuple[ox.NamedNode, Term]]] | None:
-    """({(predicate, outgoing): edges} around `node`, outgoing first; the (predicate, object) of its
-    outgoing edges along `keep`), or None past `most` edges in all. `keep` names the label
-    predicates: their edges are read anyway, so the node's own label costs no second read."""
+    """({(predicate, outgoing): edges} around `node` in `directions` (outgoing: True), outgoing first;
+    the (predicate, object) of its outgoing edges along `keep`), or None past `most` edges in all.
+    `keep` names the label predicates: their edges are read anyway, so the node's own label costs
+    no second read."""
     counts: dict[tuple[ox.NamedNode, bool], int] = {}
     kept: list[tuple[ox.NamedNode, Term]] = []
     seen = 0
-    for outgoing in (True, False):
+    for outgoing in directions:
         read = quads(store, node, None, None, graphs) if outgoing else quads(store, None, None, node, graphs)
         # Counted per predicate, then tested against `hidden` once per predicate: a node has few.
         per_predicate: dict[ox.NamedNode, int] = {}
@@ -115,6 +117,13 @@ def predicate_counts(
             if hidden is None or not hidden(p.value):
                 counts[(p, outgoing)] = n
     return counts, kept
+
+
+def occurs(store: ox.Store, node: ox.NamedNode, graphs: Graphs = DEFAULT) -> bool:
+    """Whether `node` is the subject or the object of a triple (the question of `_queries.ask_exists`)."""
+    if next(iter(quads(store, node, None, None, graphs)), None) is not None:
+        return True
+    return next(iter(quads(store, None, None, node, graphs)), None) is not None
 
 
 def labels(

@@ -146,7 +146,8 @@ def _name_scan(store: ox.Store, staging: Path, plan, skip_bad: bool, languages) 
     (other formats, or a store that already has triples: its index is then built from the store)."""
     if skip_bad or any(fmt.name != "nt" for _, fmt in plan) or next(store.quads_for_pattern(None, None, None), None):
         return None
-    return NameScan(sqlite3.connect(staging / SCANNED_FILE), languages)
+    # Its word indexes are built in a thread of their own, beside the compaction (NameScan.finish_guessed).
+    return NameScan(sqlite3.connect(staging / SCANNED_FILE, check_same_thread=False), languages)
 
 
 def _name_index(store: ox.Store, staging: Path, scan: NameScan | None, languages, progress) -> tuple[int, float, str]:
@@ -272,9 +273,9 @@ def _load_natively(
                     pass
                 if scan is not None:
                     scan.end_of_source()
-                    if last:
-                        scan.finish_guessed()
                     read = time.perf_counter()
+                    if last:  # in the background: `_name_index` waits for it
+                        scan.finish_guessed()
             finally:
                 error = loading.wait()
             if scan is not None:  # the load waited only for what was left once bulk_load had ended

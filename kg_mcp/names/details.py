@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kg_mcp.names.text_degrees import EdgeCounter
+from kg_mcp.names.text_degrees import EdgeCounter, values_at
 from kg_mcp.profiles import Profile
 
 _OTHER_LANGUAGE = 127  # the language rank of a line in none of the preferred languages
@@ -74,15 +74,15 @@ class TextDetails:
         """Set every name row's degree and label row for `profile`; returns what the index meta records."""
         keys = np.frombuffer(self._row_keys, np.int64)
         ids = np.arange(1, len(keys) + 1, dtype=np.int64)  # rows were inserted in this order, from id 1
+        order = np.argsort(keys)  # every lookup of the rows' keys below goes in this order (values_at)
         degrees = None
         if self.degrees_counted(profile):
             hidden = [i for i, p in enumerate(self.predicates) if profile.is_hidden(p)]
             lines = np.concatenate([np.frombuffer(self._line_keys[i], np.int64) for i in hidden] or [np.empty(0, np.int64)])
             hidden_keys, hidden_counts = np.unique(lines, return_counts=True)
-            at = np.clip(np.searchsorted(hidden_keys, keys), 0, max(len(hidden_keys) - 1, 0))
-            hidden_out = np.where(hidden_keys[at] == keys, hidden_counts[at], 0) if len(hidden_keys) else 0
-            degrees = array("q", self.edges.degrees(keys, hidden_out, cap).astype(np.int64).tobytes())
-        label_ids = array("q", self._label_rows(keys, ids, profile).tobytes())
+            hidden_out = values_at(hidden_keys, hidden_counts, keys, order)
+            degrees = array("q", self.edges.degrees(keys, hidden_out, cap, order).astype(np.int64).tobytes())
+        label_ids = array("q", self._label_rows(keys, ids, profile, order).tobytes())
         connection.create_function("kg_degree", 1, (lambda i: degrees[i - 1]) if degrees else (lambda i: None))
         connection.create_function("kg_label_row", 1, lambda i: label_ids[i - 1] or None)
         connection.execute("UPDATE names SET degree = kg_degree(id), label_id = kg_label_row(id)")
@@ -93,8 +93,8 @@ class TextDetails:
             "descriptions": "store" if self.described(profile) else "none",
         }
 
-    def _label_rows(self, keys: np.ndarray, ids: np.ndarray, profile: Profile) -> np.ndarray:
-        """For each row, the id of its entity's best label row (0: none indexed)."""
+    def _label_rows(self, keys: np.ndarray, ids: np.ndarray, profile: Profile, by_key: np.ndarray) -> np.ndarray:
+        """For each row, the id of its entity's best label row (0: none indexed); `by_key`: the keys' argsort."""
         order = np.full(256, 255, np.int64)  # a predicate's place among the profile's label predicates
         for place, predicate in enumerate(profile.label_predicates):
             if predicate in self.predicates:
@@ -107,7 +107,4 @@ class TextDetails:
         first = np.ones(len(best), bool)
         first[1:] = keys[best][1:] != keys[best][:-1]
         best_keys, best_ids = keys[best][first], ids[best][first]
-        if not len(best_keys):
-            return np.zeros(len(keys), np.int64)
-        at = np.clip(np.searchsorted(best_keys, keys), 0, len(best_keys) - 1)
-        return np.where(best_keys[at] == keys, best_ids[at], 0).astype(np.int64)
+        return values_at(best_keys, best_ids, keys, by_key).astype(np.int64)

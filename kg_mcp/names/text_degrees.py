@@ -22,6 +22,29 @@ def node_key(text: bytes) -> int:
     return hash(text)
 
 
+def values_at(
+    table: np.ndarray, values: np.ndarray, keys: np.ndarray, order: np.ndarray | None = None, missing: int = 0
+) -> np.ndarray:
+    """For each of `keys`, its value in `values` where the sorted `table` holds it, else `missing`.
+
+    The keys are looked up in sorted order (`order`: their argsort, when the caller has it): a binary
+    search per key in the keys' own random order misses the processor's caches at every step, five
+    times slower over the 21 million names of a 100M-triple file than sorting them first.
+
+    >>> values_at(np.array([2, 5, 9]), np.array([20, 50, 90]), np.array([9, 1, 2]))
+    array([90,  0, 20])
+    """
+    if not len(table):
+        return np.full(len(keys), missing, values.dtype)
+    order = np.argsort(keys) if order is None else order
+    ordered = keys[order]
+    at = np.searchsorted(table, ordered)
+    at[at == len(table)] = 0
+    found = np.empty(len(keys), values.dtype)
+    found[order] = np.where(table[at] == ordered, values[at], missing)
+    return found
+
+
 class KeyCounts:
     """Counts of int64 keys: gathered in chunks, collapsed now and then into sorted (key, count) parts
     (a key repeats a few times in each: a node's lines), and the parts merged once, when counts are
@@ -59,14 +82,10 @@ class KeyCounts:
         weights = np.concatenate([c for _, c in parts])
         self.counts = np.bincount(inverse, weights=weights, minlength=len(self.keys)).astype(np.int64)
 
-    def of(self, keys: np.ndarray) -> np.ndarray:
-        """The count of each of `keys` (0 for a key never added)."""
+    def of(self, keys: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
+        """The count of each of `keys` (0 for a key never added); `order`: their argsort, if known."""
         self._merge()
-        if not len(self.keys):
-            return np.zeros(len(keys), np.int64)
-        at = np.searchsorted(self.keys, keys)
-        at[at == len(self.keys)] = 0
-        return np.where(self.keys[at] == keys, self.counts[at], 0)
+        return values_at(self.keys, self.counts, keys, order)
 
 
 class EdgeCounter:
@@ -85,8 +104,8 @@ class EdgeCounter:
         objects = [line[line.rfind(b"<") : -2] for line in lines if line.endswith(b"> .")]
         self.incoming.add(np.fromiter(map(hash, objects), np.int64, len(objects)))
 
-    def degrees(self, keys: np.ndarray, hidden_out: np.ndarray, cap: int) -> np.ndarray:
+    def degrees(self, keys: np.ndarray, hidden_out: np.ndarray, cap: int, order: np.ndarray | None = None) -> np.ndarray:
         """Each key's visible edges, each direction up to `cap` (as `_queries.degree` counts them),
-        `hidden_out` being its outgoing edges along hidden predicates."""
-        out = np.maximum(self.outgoing.of(keys) - hidden_out, 0)
-        return np.minimum(out, cap) + np.minimum(self.incoming.of(keys), cap)
+        `hidden_out` being its outgoing edges along hidden predicates; `order`: the keys' argsort, if known."""
+        out = np.maximum(self.outgoing.of(keys, order) - hidden_out, 0)
+        return np.minimum(out, cap) + np.minimum(self.incoming.of(keys, order), cap)
