@@ -50,7 +50,7 @@ def kind_filter(kind: Values, var: str = "o") -> str:
 
 
 # The order a listing's edges are read in, page after page: by their text, which every engine compares
-# code point by code point (kg_mcp.backends.sparql_backend.edge_order is the same order in Python).
+# code point by code point (kg_mcp.backends.edge_order.edge_order is the same order in Python).
 EDGE_ORDER = "STR(?p) STR(?o) isLiteral(?o) LANG(?o) STR(DATATYPE(?o)) ?o"
 
 

@@ -27,7 +27,7 @@ import pyoxigraph as ox
 from pydantic import BaseModel
 
 from kg_mcp.backends import Backend, Direction, Neighbour, Values, graph_access
-from kg_mcp.backends.sparql_backend import natural_key
+from kg_mcp.backends.edge_order import natural_key
 from kg_mcp.settings import Settings
 from kg_mcp.tools import cursors
 from kg_mcp.tools.anonymous import CLASSIFIED
