@@ -3,7 +3,10 @@
 A hub (a country, "human", a language) can have millions of edges; counting its predicates at
 query time reads every one of them. At load time, nodes with at least `threshold` edges in one
 direction get a record in the graph `urn:kg-mcp:stats`: one quad per (node, direction) whose
-object is a JSON map {predicate IRI: edge count}. Later loads recount the hubs they touch.
+object is a JSON map {predicate IRI: edge count}, and one beside it with the edges of each
+predicate that reach a blank node (listings count named and anonymous neighbours apart; a store
+loaded before these were kept has none, and its counts are asked of the engine). Later loads
+recount the hubs they touch.
 
 Finding hubs must not cost a pass over the store: `HubSampler` reads every SAMPLE_EVERY-th
 N-Triples line (or quad) while loading and flags the nodes seen often enough to possibly reach
@@ -23,6 +26,8 @@ from kg_mcp import namespaces
 STATS_GRAPH = ox.NamedNode(namespaces.STATS_GRAPH)
 OUT_DEGREE = ox.NamedNode("urn:kg-mcp:out-degree")
 IN_DEGREE = ox.NamedNode("urn:kg-mcp:in-degree")
+OUT_ANONYMOUS = ox.NamedNode("urn:kg-mcp:out-anonymous")
+IN_ANONYMOUS = ox.NamedNode("urn:kg-mcp:in-anonymous")
 DEFAULT_THRESHOLD = 10_000
 SAMPLE_EVERY = 16
 
@@ -34,10 +39,19 @@ def hub_stats(store: ox.Store, node: ox.NamedNode, outgoing: bool) -> dict[str, 
     return None
 
 
+def hub_anonymous(store: ox.Store, node: ox.NamedNode, outgoing: bool) -> dict[str, int] | None:
+    """The {predicate IRI: edges to blank nodes} beside a hub's record ({} for none), or None where
+    the store has no such count (not a hub, or loaded before they were kept)."""
+    for quad in store.quads_for_pattern(node, OUT_ANONYMOUS if outgoing else IN_ANONYMOUS, None, STATS_GRAPH):
+        return json.loads(quad.object.value)
+    return None
+
+
 def recorded_directions(store: ox.Store) -> set[tuple[ox.NamedNode, bool]]:
     """(hub, outgoing) for every record, without reading the records: one pass over the statistics
-    graph, which holds one quad per hub and direction."""
-    return {(q.subject, q.predicate == OUT_DEGREE) for q in store.quads_for_pattern(None, None, None, STATS_GRAPH)}
+    graph, which holds two quads at most per hub and direction."""
+    return {(q.subject, q.predicate == OUT_DEGREE) for q in store.quads_for_pattern(None, None, None, STATS_GRAPH)
+            if q.predicate in (OUT_DEGREE, IN_DEGREE)}
 
 
 def hubs_recorded(store: ox.Store) -> set[ox.NamedNode]:
@@ -105,13 +119,18 @@ def record_hubs(
         outgoing.add(node)
         incoming.add(node)
     written = 0
-    for nodes, predicate, pattern in ((outgoing, OUT_DEGREE, "{node} ?p ?o"), (incoming, IN_DEGREE, "?s ?p {node}")):
+    for nodes, outgoing_side, pattern in ((outgoing, True, "{node} ?p ?v"), (incoming, False, "?v ?p {node}")):
+        predicate, anonymous = (OUT_DEGREE, OUT_ANONYMOUS) if outgoing_side else (IN_DEGREE, IN_ANONYMOUS)
         for node in nodes:
-            query = f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ {pattern.format(node=node)} }} GROUP BY ?p"
-            counts = {s["p"].value: int(s["n"].value) for s in store.query(query)}
-            for old in list(store.quads_for_pattern(node, predicate, None, STATS_GRAPH)):
+            query = (f"SELECT ?p (COUNT(*) AS ?n) (SUM(IF(isBlank(?v), 1, 0)) AS ?b) "
+                     f"WHERE {{ {pattern.format(node=node)} }} GROUP BY ?p")
+            rows = [(s["p"].value, int(s["n"].value), int(s["b"].value)) for s in store.query(query)]
+            for old in [*store.quads_for_pattern(node, predicate, None, STATS_GRAPH),
+                        *store.quads_for_pattern(node, anonymous, None, STATS_GRAPH)]:
                 store.remove(old)
-            if sum(counts.values()) >= threshold:
-                store.add(ox.Quad(node, predicate, ox.Literal(json.dumps(counts)), STATS_GRAPH))
+            if sum(n for _, n, _ in rows) >= threshold:
+                store.add(ox.Quad(node, predicate, ox.Literal(json.dumps({p: n for p, n, _ in rows})), STATS_GRAPH))
+                blank = {p: b for p, _, b in rows if b}
+                store.add(ox.Quad(node, anonymous, ox.Literal(json.dumps(blank)), STATS_GRAPH))
                 written += 1
     return written

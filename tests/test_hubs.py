@@ -5,7 +5,9 @@ from __future__ import annotations
 import pyoxigraph as ox
 
 from kg_mcp.backends import open_store
-from kg_mcp.hubs import hub_stats
+from kg_mcp.backends.base import Direction, Values
+from kg_mcp.backends.sparql_backend import SparqlBackend
+from kg_mcp.hubs import IN_ANONYMOUS, STATS_GRAPH, hub_anonymous, hub_stats
 from kg_mcp.loading import load_sources
 from kg_mcp.settings import Settings
 from kg_mcp.tools import explore_kg, get_relations, search
@@ -46,6 +48,40 @@ def test_hub_recorded_at_load_and_used_by_the_tools(tmp_path):
     assert {r.relation: r.triples for r in relations} == {f"~<{P}country>": 1500, f"~<{P}based_in>": 1500}
     walked = explore_kg(backend, Settings(explore_limit=10), f"<{HUB.value}>", [f"~<{P}country>"]).data.relations[0]
     assert (walked.shown, walked.total) == (10, 1500)
+
+
+def test_a_hubs_anonymous_neighbours_are_counted_at_load_and_listings_read_them_there(tmp_path):
+    """A hub's record keeps how many of its edges reach blank nodes, so a listing counts named and
+    anonymous neighbours apart without reading every edge; a store without that count (loaded by an
+    older kg-mcp) gets the same numbers from the engine."""
+    source = tmp_path / "hub.nt"
+    write_hub(source, 0, 3000)
+    with open(source, "a") as f:
+        for i in range(700):
+            f.write(f"_:b{i} <{P}country> <{HUB.value}> .\n")
+    store = tmp_path / "store"
+    load_sources([source], store, progress=False, hub_threshold=1000)
+    backend = open_store(store)
+    assert hub_anonymous(backend.store, HUB, outgoing=False) == {P + "country": 700}
+    country = [ox.NamedNode(P + "country")]
+    for predicates in (country, None):
+        asked = SparqlBackend.count_kinds(backend, HUB, Direction.INCOMING, predicates)  # the engine's count
+        assert backend.count_kinds(HUB, Direction.INCOMING, predicates) == asked
+        assert backend.count_neighbours(HUB, Direction.INCOMING, predicates, values=Values.ANONYMOUS) == 700
+    assert asked == (3000, 700)
+    walked = explore_kg(backend, Settings(explore_limit=10), f"<{HUB.value}>", [f"~<{P}country>"])
+    assert (walked.data.relations[0].total, walked.data.relations[0].anonymous) == (2200, 700)
+    assert "1,500 named, 700 anonymous" in walked.text
+
+    backend.close()
+    writable = ox.Store(str(store))
+    for quad in list(writable.quads_for_pattern(None, IN_ANONYMOUS, None, STATS_GRAPH)):
+        writable.remove(quad)  # as a store loaded before the counts were kept
+    del writable
+    older = open_store(store)
+    assert hub_anonymous(older.store, HUB, outgoing=False) is None
+    assert older.count_kinds(HUB, Direction.INCOMING, None) == (3000, 700)
+    assert explore_kg(older, Settings(explore_limit=10), f"<{HUB.value}>", [f"~<{P}country>"]).text == walked.text
 
 
 def test_a_later_load_updates_the_hub_record(tmp_path):

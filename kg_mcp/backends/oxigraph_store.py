@@ -25,7 +25,7 @@ from kg_mcp.backends.query_pool import QueryPool, StoreSource
 from kg_mcp.backends.sparql_backend import SparqlBackend
 from kg_mcp.backends.store_names import GraphSetNames
 from kg_mcp.errors import EndpointError
-from kg_mcp.hubs import hub_stats, recorded_directions
+from kg_mcp.hubs import hub_anonymous, hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index, store_stamp
 from kg_mcp.namespaces import OWN_GRAPHS
@@ -73,7 +73,8 @@ class OxigraphBackend(SparqlBackend):
         self._label_nodes = [ox.NamedNode(p) for p in self.label_predicates]
         self._label_set = frozenset(self._label_nodes)
         self._hubs: set[tuple[ox.NamedNode, bool]] | None = None  # (hub, outgoing) with recorded statistics
-        self._hub_records: dict[tuple[ox.NamedNode, bool], dict[str, int]] = {}  # those read (read-only while served)
+        # Hub records read, with their counts of anonymous neighbours (read-only while served).
+        self._hub_records: dict[tuple[ox.NamedNode, bool], tuple[dict[str, int], dict[str, int] | None]] = {}
         self._pool: QueryPool | None = None
         self._pool_lock = threading.Lock()
         self._degree_readers = ThreadPoolExecutor(_DEGREE_READERS, "kg-mcp-degrees") if path else None
@@ -275,12 +276,28 @@ class OxigraphBackend(SparqlBackend):
         return [RelationCount(p, direction, n) for p, n in rows]
 
     def count_neighbours(self, node, direction, predicates, *, values=Values.ANY):
-        stats = self._hub_stats(node, direction) if values is Values.ANY else None
-        if stats is None:
+        kinds = self._recorded_kinds(node, direction, predicates, need_anonymous=values is not Values.ANY)
+        if kinds is None:
             return super().count_neighbours(node, direction, predicates, values=values)
-        if predicates:
-            return sum(stats.get(p.value, 0) for p in predicates)
-        return sum(n for p, n in stats.items() if not self.profile.is_hidden(p))
+        named, blank = kinds
+        return {Values.ANY: named + blank, Values.NAMED: named, Values.ANONYMOUS: blank}[values]
+
+    def count_kinds(self, node, direction, predicates):
+        kinds = self._recorded_kinds(node, direction, predicates, need_anonymous=True)
+        return super().count_kinds(node, direction, predicates) if kinds is None else kinds
+
+    def _recorded_kinds(self, node, direction, predicates, *, need_anonymous: bool) -> tuple[int, int] | None:
+        """(named, anonymous) edges of a hub one way from its record, without reading them; None
+        where it has no record (or no anonymous count, when that is needed)."""
+        if is_blank(node) or self._hub_stats(node, direction) is None:
+            return None
+        stats, anonymous = self._hub_records[(node, direction is Direction.OUTGOING)]
+        if anonymous is None and need_anonymous:
+            return None
+        keys = [p.value for p in predicates] if predicates else [p for p in stats if not self.profile.is_hidden(p)]
+        total = sum(stats.get(p, 0) for p in keys)
+        blank = sum((anonymous or {}).get(p, 0) for p in keys)
+        return total - blank, blank
 
     def recorded_hubs(self) -> set[tuple[ox.NamedNode, bool]]:
         """(hub, outgoing) with statistics recorded at load time, for the graphs the call reads: the
@@ -301,8 +318,9 @@ class OxigraphBackend(SparqlBackend):
         if record is None:
             if len(self._hub_records) >= _HUB_RECORDS_KEPT:
                 self._hub_records.clear()
-            record = self._hub_records[(node, outgoing)] = self._read(hub_stats, self.store, node, outgoing)
-        return record
+            record = self._hub_records[(node, outgoing)] = (
+                self._read(hub_stats, self.store, node, outgoing), self._read(hub_anonymous, self.store, node, outgoing))
+        return record[0]
 
     def _degrees(self, nodes):
         if self._degree_readers is None or len(nodes) < 2:
