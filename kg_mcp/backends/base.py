@@ -110,6 +110,9 @@ class Backend(ABC):
 
     profile: Profile
     vocab: Vocabulary
+    # A first read of a listing comes in the order its later pages are read in (a local store's
+    # index); an endpoint may sort a listing's pages apart from an unordered first read.
+    reads_in_page_order: bool = False
 
     # --- references -------------------------------------------------------------------------
     @abstractmethod

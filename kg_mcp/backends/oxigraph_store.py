@@ -183,6 +183,7 @@ class OxigraphBackend(SparqlBackend):
 
     # The ordinary calls' reads, from the store's indexes: no query to parse and plan.
     _order_matters = False  # the index's order holds while the store is served
+    reads_in_page_order = True
 
     def _edges_with_labels(self, node, direction, predicates, limit, *, values=Values.ANY, offset=0, ordered=False):
         outgoing, hidden = direction is Direction.OUTGOING, self._hidden(node, predicates)
