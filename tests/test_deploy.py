@@ -17,9 +17,11 @@ import gc
 import json
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -109,9 +111,6 @@ def test_the_docs_certificate_commands_make_a_team_ca_that_nginx_serves_and_clie
     """docs/team/deploy.md step 4, its openssl commands run as written (in this test's folder): nginx
     takes the certificate with the shipped config, and a client trusting the team's CA connects to
     kg.example.org over TLS with it."""
-    import socket
-    import threading
-
     steps = re.search(r"\*\*4\. Certificates\.\*\*.*?```bash\n(.*?)```", DEPLOY_DOC.read_text(), re.S).group(1)
     assert steps.startswith("cd /etc/kg-mcp && mkdir -p tls && cd tls\n")
     made = subprocess.run(["bash", "-e", "-c", steps.replace("cd /etc/kg-mcp && mkdir -p tls && cd tls", "")],
@@ -134,6 +133,44 @@ def test_the_docs_certificate_commands_make_a_team_ca_that_nginx_serves_and_clie
         ours, theirs = socket.socketpair()
         threading.Thread(target=lambda: _quietly(lambda: server_side.wrap_socket(theirs, server_side=True))).start()
         ssl.create_default_context().wrap_socket(ours, server_hostname="kg.example.org")
+
+
+def test_cacert_adds_the_team_ca_to_the_system_s_cas(tmp_path, monkeypatch):
+    """`kg-mcp call --cacert team-ca.pem` trusts the team's CA beside the system's, not instead of
+    them: the server's certificate may come from the team's CA and the issuer's from a public one.
+    A stand-in public CA is made the system's with SSL_CERT_FILE, which OpenSSL's defaults read."""
+    import trustme
+
+    from kg_mcp.cli.remote import Remote
+
+    team, public, stranger = trustme.CA(), trustme.CA(), trustme.CA()
+    team.cert_pem.write_to_path(str(tmp_path / "team-ca.pem"))
+    public.cert_pem.write_to_path(str(tmp_path / "system.pem"))
+    (tmp_path / "no-certs").mkdir()
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "system.pem"))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "no-certs"))
+    context = Remote("https://kg.example.org/mcp", cacert=str(tmp_path / "team-ca.pem")).verify()
+    assert _handshake(context, team, "kg.example.org") == (("DNS", "kg.example.org"),)  # the server
+    assert _handshake(context, public, "login.example.org") == (("DNS", "login.example.org"),)  # its issuer
+    with pytest.raises(ssl.SSLCertVerificationError):  # verification is still on
+        _handshake(context, stranger, "kg.example.org")
+
+
+def _handshake(client: ssl.SSLContext, ca, name: str):
+    """The subjectAltName a client with `client` accepts from a server whose certificate for `name`
+    `ca` issued, over a socket pair (no network)."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(name).configure_cert(server)
+    ours, theirs = socket.socketpair()
+    served = threading.Thread(target=lambda: _quietly(lambda: server.wrap_socket(theirs, server_side=True).close()))
+    served.start()
+    try:
+        with client.wrap_socket(ours, server_hostname=name) as tls:
+            return tls.getpeercert()["subjectAltName"]
+    finally:
+        ours.close()
+        served.join(10)
+        theirs.close()
 
 
 def _quietly(action) -> None:

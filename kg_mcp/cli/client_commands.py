@@ -22,7 +22,8 @@ def _any_server_options(func):
         click.option("--url", metavar="URL", help="An MCP server over streamable HTTP, e.g. https://kg.example.org/mcp."),
         click.option("--auth-token-env", metavar="VAR", help="Send the bearer token kept in variable VAR (with --url)."),
         click.option("--cacert", type=click.Path(exists=True, dir_okay=False),
-                     help="Trust the server's certificate if this CA (PEM) signed it: a team's own CA (with --url)."),
+                     help="Trust this CA (PEM) too, beside the system's CAs: a team's own CA that signed the "
+                          "server's certificate (with --url)."),
         click.option("--client-id", metavar="ID",
                      help="Sign in with OAuth client credentials as this client of the server's issuer, found from "
                           "the server's metadata (with --url and --client-secret-env)."),

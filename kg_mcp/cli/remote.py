@@ -1,6 +1,6 @@
 """How `kg-mcp call` and `kg-mcp tools` reach an MCP server over HTTP as a team's script would: a
-bearer token, or OAuth client credentials; the team's own CA trusted; and a refusal told in the
-server's words.
+bearer token, or OAuth client credentials; the team's own CA trusted beside the system's; and a
+refusal told in the server's words.
 
 With `--client-id`, the token endpoint is found as the MCP authorization spec has a client find
 it, by the SDK's own OAuth client: the server's 401 names its Protected Resource Metadata, which
@@ -55,10 +55,15 @@ class Remote:
     def verify(self) -> ssl.SSLContext | bool:
         if not self.cacert:
             return True
+        # The system's CAs and --cacert's together: create_default_context(cafile=...) would trust
+        # that file alone, and the issuer the server names often has a public CA's certificate while
+        # the server has one of the team's own CA.
+        context = ssl.create_default_context()
         try:
-            return ssl.create_default_context(cafile=self.cacert)
+            context.load_verify_locations(cafile=self.cacert)
         except (OSError, ssl.SSLError) as e:
             raise ConfigError(f"Cannot read the CA certificates in {self.cacert}: {e}") from None
+        return context
 
     async def _note_refusal(self, response: httpx2.Response) -> None:
         if response.status_code in (401, 403):
