@@ -277,8 +277,10 @@ def run_case(stats: Counter, tool, *args) -> ToolOutput | None:
 def _report(name: str, stats: Counter) -> None:
     print(f"\nfuzz {name}: {dict(stats)}")
     assert stats["cases"] >= CASES, stats  # hypothesis ran the cases asked for
-    # The mix works: both outcomes are common, so the deep paths ran too.
-    assert stats["result"] >= CASES // 10 and stats["tool error"] >= CASES // 10, stats
+    # The mix works: both outcomes are common, so the deep paths ran too. A twentieth each: follow's
+    # random paths are answered in about one case of ten (2,701 errors to 299 results in one run),
+    # so a tenth was a floor its own draws fell under.
+    assert stats["result"] >= CASES // 20 and stats["tool error"] >= CASES // 20, stats
 
 
 # --- one test per tool ------------------------------------------------------------------------
