@@ -33,6 +33,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from kg_mcp.calls.caller import address_key
 from kg_mcp.serving.limits import HttpLimits
+from kg_mcp.serving.whole_responses import OneWritePerTurn
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def guarded_protocol(limits: HttpLimits, counter: ConnectionCounter) -> type[H11
         _address = "unknown"
 
         def connection_made(self, transport):  # type: ignore[override]
-            super().connection_made(transport)
+            super().connection_made(OneWritePerTurn(transport))
             self._address = self.client[0] if self.client else "unknown"
             if not counter.admit(self, self._address):
                 transport.abort()  # at once: no response, no request read

@@ -5,10 +5,15 @@ reached the client (nginx's `proxy_next_upstream`). uvicorn writes a response's 
 application starts it, and the body when it comes: a replica killed in between leaves the client a
 head that promises a body it never gets, and the call fails. Holding the head of a response with a
 Content-Length (a JSON answer, an error) until its body is ready writes both in the same turn of
-the event loop. Event streams (no Content-Length) are not held: their head must go out at once.
+the event loop, and `OneWritePerTurn` hands what a turn wrote to the socket in one write: uvicorn
+writes the head and the body apart, two send() calls, and a replica killed between them (seen in
+the deploy test, once in a few hundred kills) left nginx a head with no body. Event streams (no
+Content-Length) are not held: their head goes out at the end of its turn.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 
 class WholeResponses:
@@ -39,3 +44,43 @@ class WholeResponses:
 
 def _has_length(start: dict) -> bool:
     return any(name.lower() == b"content-length" for name, _ in start.get("headers", ()))
+
+
+class OneWritePerTurn:
+    """A transport whose writes in one turn of the event loop go to the socket as one write, at the
+    end of that turn: a response's head and body are one send(), so a process killed at any moment
+    has sent all of them or none. Everything else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport):
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines) -> None:
+        for data in lines:
+            self.write(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()  # what was written before the close is sent before it, as by the transport itself
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
