@@ -69,7 +69,7 @@ class OpenIdProvider:
         path = work / "oidc.json"
         path.write_text(json.dumps(config))
         self.script = script
-        self.process = subprocess.Popen([node, str(script), str(path)], cwd=NODE_MODULES.parent,
+        self.process = subprocess.Popen([node, str(script), str(path.resolve())], cwd=NODE_MODULES.parent,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.process.stdout.readline()
         if not line.startswith("ready"):
