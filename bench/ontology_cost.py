@@ -158,7 +158,7 @@ def _before_after(work: Path, first_pages: dict, rev: str) -> str:
         with tarfile.open(archive_path) as tar:
             tar.extractall(tree, filter="data")
     calls = [(str(_store(work, name)), q.tool, q.arguments) for name in BEFORE_AFTER for q, _ in first_pages[name]]
-    done = subprocess.run([sys.executable, "-c", _BEFORE, str(tree)], input=json.dumps(calls), capture_output=True,
+    done = subprocess.run([sys.executable, "-c", _BEFORE, str(tree.resolve())], input=json.dumps(calls), capture_output=True,
                           text=True, check=True)
     before = iter(json.loads(done.stdout))
     lines = [f"characters per call, before ({rev}) and after (this tree), the gold calls' first pages:",
