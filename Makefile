@@ -14,7 +14,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 # Generated cases per tool (tests/test_fuzz_tools.py) and whole loads per format (test_fuzz_load.py)
 # in `make test`, to keep the whole suite within CI's ten minutes; `make fuzz` runs the full depth.
-TEST_FUZZ ?= KG_FUZZ_CASES=3000 KG_FUZZ_LOAD_CASES=50
+TEST_FUZZ ?= KG_FUZZ_CASES=2000 KG_FUZZ_LOAD_CASES=50
 NPM_TEST_TOOLS := @modelcontextprotocol/sdk@1.32 @anthropic-ai/mcpb@2.1 oidc-provider@9.13
 
 .PHONY: serve test fuzz test-packaging install install-test install-docs docs docs-pages
