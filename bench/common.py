@@ -61,6 +61,9 @@ def bulk_load_code(source: Path, target: Path, compact_note: Path | None = None)
     With `compact_note`, the store is then compacted (`optimize`, as `kg-mcp load` does), and the
     compaction's seconds are written there: a baseline that leaves the store as `kg-mcp load` does.
     """
+    # Absolute paths: the child runs in the repository (timed_child), the caller maybe elsewhere.
+    source, target = Path(source).resolve(), Path(target).resolve()
+    compact_note = compact_note and Path(compact_note).resolve()
     code = (
         f"import time, pyoxigraph as ox; s = ox.Store({str(target)!r}); s.bulk_load(path={str(source)!r}, "
         "format=ox.RdfFormat.N_TRIPLES)"
@@ -76,6 +79,8 @@ def bulk_load_code(source: Path, target: Path, compact_note: Path | None = None)
 def load_code(source: Path, target: Path, *, name_index: bool = True, index_note: Path | None = None) -> str:
     """Python for `timed_child`: `kg-mcp load`'s code path, writing to `index_note` (if given) how
     long the load spent on the name index."""
+    source, target = Path(source).resolve(), Path(target).resolve()  # the child runs in the repository
+    index_note = index_note and Path(index_note).resolve()
     code = (
         f"from kg_mcp.loading import load_sources; r = load_sources([{str(source)!r}], {str(target)!r}, "
         f"progress=False, name_index={name_index})"

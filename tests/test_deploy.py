@@ -65,7 +65,7 @@ def test_the_shipped_nginx_config_passes_nginx_t(tmp_path):
     assert broken.returncode != 0  # nginx -t does read what it is given
     shipped = SHIPPED_NGINX.read_text()
     for directive in ("proxy_buffering off;", "non_idempotent", "proxy_set_header X-Request-ID $request_id;",
-                      "client_max_body_size 4m;", "client_header_timeout 10s;", "limit_conn kg_mcp_connections 256;"):
+                      "client_max_body_size 256k;", "client_header_timeout 10s;", "limit_conn kg_mcp_connections 256;"):
         assert directive in shipped
 
 

@@ -392,3 +392,17 @@ def test_an_issuer_must_be_https_unless_on_loopback():
     assert refused.exit_code != 0 and "must be reached over https" in refused.output
     missing = CliRunner().invoke(main, ["serve", "--transport", "http", "--oauth-issuer", "https://login.example.org"])
     assert missing.exit_code != 0 and "needs --public-url" in missing.output
+
+
+def test_an_issuers_keys_and_introspection_must_be_https_too():
+    """Its metadata may name other hosts for its keys and its introspection: plain http there would
+    let anyone on the way hand kg-mcp signing keys, or read the client secret."""
+    from kg_mcp.serving.issuer import IssuerUnreachable, read_metadata
+
+    issuer = "https://login.example.org/realms/team"
+    good = read_metadata(issuer, issuer, {"issuer": issuer, "jwks_uri": "https://keys.example.org/jwks",
+                                          "introspection_endpoint": "http://127.0.0.1:9000/introspect"})
+    assert good.jwks_uri == "https://keys.example.org/jwks"
+    for name in ("jwks_uri", "introspection_endpoint"):
+        with pytest.raises(IssuerUnreachable, match=name):
+            read_metadata(issuer, issuer, {"issuer": issuer, name: "http://keys.example.org/x"})

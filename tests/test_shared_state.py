@@ -159,11 +159,33 @@ def test_trees_are_bounded_in_number(redis_url, monkeypatch):
         for i in range(5):
             with state.checkout(f"bounded-{i}", "q", None) as taken:
                 _explore(taken.tree, "a")
-        assert client.zcard("kgmcp:trees") == 3
+        assert client.zcard("kgmcp:tree-index") == 3
         assert len(client.keys("kgmcp:tree:*")) == 3
         assert 0 < client.ttl(f"kgmcp:tree:{redis_store.hashed('bounded-4')}") <= redis_store.TREE_TTL_S
         with state.checkout("bounded-0", "q", None) as taken:  # the least recently used went first
             assert taken.tree.nodes == {}
+    finally:
+        state.close()
+
+
+def test_trees_whose_owner_records_are_gone_are_dropped_once_and_saving_goes_on(redis_url, monkeypatch):
+    """A caller's set can hold trees with no owner record (a Redis that evicts, or a replica from
+    before owners were kept): dropping one takes it out of the set it was taken from, so the
+    script that stores a tree ends, and the caller's other trees go as its bounds say."""
+    monkeypatch.setattr(redis_store, "TREES_PER_CALLER", 3)
+    state = RedisState(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    try:
+        for i in range(3):
+            with state.checkout(f"orphans-{i}", "q", None, caller="alice") as taken:
+                _explore(taken.tree, "a")
+        client.delete("kgmcp:tree-owner")  # every owner record gone
+        with state.checkout("orphans-3", "q", None, caller="alice") as taken:
+            _explore(taken.tree, "a")
+        mine = f"kgmcp:tree-index:{redis_store.hashed('alice')}"
+        assert client.zcard(mine) == 3 and client.exists(f"kgmcp:tree:{redis_store.hashed('orphans-3')}")
+        assert not client.exists(f"kgmcp:tree:{redis_store.hashed('orphans-0')}")  # the oldest went
     finally:
         state.close()
 

@@ -13,8 +13,7 @@ import pyoxigraph as ox
 from kg_mcp.backends.base import Neighbour, Term
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
-_YEAR = 9  # Wikibase time precisions: 9 year, 10 month, 11 day (lower: decade, century, ...)
-_MONTH = 10
+_MONTH = 10  # Wikibase time precisions: 9 year, 10 month, 11 day (lower: decade, century, ...)
 
 
 def with_precision(value: Term | None, precision: Term | None) -> Term | None:

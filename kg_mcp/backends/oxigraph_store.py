@@ -37,7 +37,7 @@ _COUNTED_HERE = 1000
 # Degrees of a lookup's candidates read side by side on a store on disk: on a store bigger than
 # memory each read mostly waits for the disk, and pyoxigraph lets go of the GIL while it reads.
 _DEGREE_READERS = 4
-# Hub records kept once read (each a map of a hub's predicates to their counts, in one direction).
+# Hub records kept once read (each a hub's counts per predicate in one direction, and those to blank nodes).
 _HUB_RECORDS_KEPT = 1024
 
 
@@ -290,9 +290,10 @@ class OxigraphBackend(SparqlBackend):
     def _recorded_kinds(self, node, direction, predicates, *, need_anonymous: bool) -> tuple[int, int] | None:
         """(named, anonymous) edges of a hub one way from its record, without reading them; None
         where it has no record (or no anonymous count, when that is needed)."""
-        if is_blank(node) or self._hub_stats(node, direction) is None:
+        record = None if is_blank(node) else self._hub_record(node, direction)
+        if record is None or record[0] is None:
             return None
-        stats, anonymous = self._hub_records[(node, direction is Direction.OUTGOING)]
+        stats, anonymous = record
         if anonymous is None and need_anonymous:
             return None
         keys = [p.value for p in predicates] if predicates else [p for p in stats if not self.profile.is_hidden(p)]
@@ -310,6 +311,12 @@ class OxigraphBackend(SparqlBackend):
         return self._hubs
 
     def _hub_stats(self, node: ox.NamedNode, direction: Direction) -> dict[str, int] | None:
+        record = self._hub_record(node, direction)
+        return None if record is None else record[0]
+
+    def _hub_record(self, node: ox.NamedNode, direction: Direction) -> tuple[dict | None, dict | None] | None:
+        """(counts, anonymous counts) of a hub one way, None for a node without a record. The tuple
+        read is the one returned: another thread may empty the cache at any time."""
         # Statistics ignore the profile's unhiding of statement nodes; those are never hubs.
         outgoing = direction is Direction.OUTGOING
         if (node, outgoing) not in self.recorded_hubs():
@@ -321,7 +328,7 @@ class OxigraphBackend(SparqlBackend):
                 self._hub_records.clear()
             record = self._hub_records[(node, outgoing)] = (
                 self._read(hub_stats, self.store, node, outgoing), self._read(hub_anonymous, self.store, node, outgoing))
-        return record[0]
+        return record
 
     def _degrees(self, nodes):
         if self._degree_readers is None or len(nodes) < 2:

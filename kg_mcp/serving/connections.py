@@ -139,7 +139,9 @@ def guarded_protocol(limits: HttpLimits, counter: ConnectionCounter) -> type[H11
         def on_response_complete(self) -> None:
             super().on_response_complete()
             self._follow()
-            self._watch_writes()
+            # Once the turn's writes have left for the socket (OneWritePerTurn flushes first: the
+            # loop runs its callbacks in order), what waits is what the client has not taken.
+            self.loop.call_soon(self._watch_writes)
 
         def timeout_keep_alive_handler(self) -> None:
             super().timeout_keep_alive_handler()

@@ -94,6 +94,14 @@ def read_metadata(issuer: str, url: str, document) -> IssuerMetadata:
     if not isinstance(document, dict) or document.get("issuer") != issuer:
         found = document.get("issuer") if isinstance(document, dict) else None
         raise IssuerUnreachable(f"{url} names the issuer {found!r}, not {issuer!r}")
+    # The keys and the introspection (which carries the client secret) are held to the issuer's own
+    # rule: https, plain http on a loopback address only.
+    for name in ("jwks_uri", "introspection_endpoint"):
+        endpoint = document.get(name)
+        if endpoint is not None:
+            parts = urlsplit(str(endpoint))
+            if not (parts.scheme == "https" or parts.scheme == "http" and is_loopback(parts.hostname or "")):
+                raise IssuerUnreachable(f"{url} gives {name} {endpoint!r}: kg-mcp reaches an issuer over https only")
     return IssuerMetadata(issuer, document.get("jwks_uri"), document.get("introspection_endpoint"))
 
 

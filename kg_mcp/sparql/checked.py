@@ -70,7 +70,9 @@ class CheckedQuery:
         if self.form != "SelectQuery":
             raise ValueError("only a SELECT has pages")
         order = self.order.split(" ") if self.order else []
-        order += [key for key in self.keys if key not in order]
+        # Every row variable after the query's own order: one inside an expression (STRLEN(?name))
+        # does not break ties on its own.
+        order += list(self.keys)
         end = self.limit if size is None else min(self.limit, start + size) if self.limit is not None else start + size
         parts = [self.head]
         if order:

@@ -4,7 +4,7 @@ Keys, all under `kgmcp:` (traversal and caller keys hashed, so a client's sessio
 key long or collide with another kind):
 - `kgmcp:tree:H` a traversal tree as compressed JSON, with the last request that moved it and its
   answer when the request had an id (a proxy's retry of that request gets the same answer rather
-  than a second step); expires TREE_TTL_S after its last use. `kgmcp:trees` and `kgmcp:trees:CALLER`
+  than a second step); expires TREE_TTL_S after its last use. `kgmcp:tree-index` and `kgmcp:tree-index:CALLER`
   (sorted sets by last use), `kgmcp:tree-bytes`, `kgmcp:tree-owner`, `kgmcp:caller-bytes` and
   `kgmcp:trees-bytes` count them, in number and in bytes, per caller and in all: the bounds, taken
   from Redis's own maxmemory, and what goes first past them are kg_mcp.state.redis_trees'. One tree
@@ -234,7 +234,7 @@ class RedisState(SharedState):
     def _save(self, tree_key: str, record: dict, caller: str) -> list[int]:
         """Keep the tree, counted against its caller's bounds and everyone's (kg_mcp.state.redis_trees):
         [its bytes, all trees' bytes, the caller's bytes]."""
-        packed, mine = pack(record), f"{PREFIX}trees:{hashed(caller)}"
+        packed, mine = pack(record), f"{PREFIX}tree-index:{hashed(caller)}"
         with self._answering("traversal"):
             budget = self.tree_budget.get()
             return self._with_room(lambda: self._save_tree(

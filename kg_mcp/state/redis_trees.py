@@ -42,19 +42,24 @@ CALLER_SHARE = 1 / 16  # of the trees' bound, for one caller
 BUDGET_RECHECK_S = 60.0
 ROOM_MARGIN = 0.02  # making room frees this share of maxmemory more than the write at hand needs
 
-_INDEX_KEYS = ("trees", "tree-bytes", "tree-owner", "caller-bytes", "trees-bytes")
+# Named apart from the sets of replicas before trees were counted in bytes (`trees`, `trees:CALLER`),
+# which have no owner records: a team part-way through an upgrade keeps two sets of trees, not one mixed.
+_INDEX_KEYS = ("tree-index", "tree-bytes", "tree-owner", "caller-bytes", "trees-bytes")
 
 # Shared by both scripts: forget(key) drops a tree and what it counts for; its first write is a DEL, so
 # a script that starts by forgetting may go on writing in a Redis at its maxmemory (it freed first).
 _FORGET = """
 local all, sizes, owners, callers, total = KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local function forget(key)
+-- `from`: the caller's set the key was taken from, left without it even where the owner record is
+-- gone (a Redis that evicts, or a record written before owners were kept): no loop takes it again.
+local function forget(key, from)
   local size = tonumber(redis.call('HGET', sizes, key) or '0')
   local owner = redis.call('HGET', owners, key)
   redis.call('DEL', key)
   redis.call('HDEL', sizes, key)
   redis.call('HDEL', owners, key)
   redis.call('ZREM', all, key)
+  if from then redis.call('ZREM', from, key) end
   if owner then
     redis.call('ZREM', owner, key)
     if tonumber(redis.call('ZINCRBY', callers, -size, owner)) <= 0 then redis.call('ZREM', callers, owner) end
@@ -62,15 +67,19 @@ local function forget(key)
   if size > 0 then redis.call('DECRBY', total, size) end
   return size
 end
--- The least recently used tree of the caller holding the most bytes, but `keep`; nil when none.
+-- The least recently used tree of the caller holding the most bytes, but `keep`, and its caller's set;
+-- nil when none. A caller counted with no tree left is no longer counted.
 local function heaviest_oldest(keep)
   for _, owner in ipairs(redis.call('ZREVRANGE', callers, 0, 2)) do
-    for _, key in ipairs(redis.call('ZRANGE', owner, 0, 1)) do
-      if key ~= keep then return key end
+    local oldest = redis.call('ZRANGE', owner, 0, 1)
+    if #oldest == 0 then redis.call('ZREM', callers, owner) end
+    for _, key in ipairs(oldest) do
+      if key ~= keep then return key, owner end
     end
   end
   return nil
 end
+local MOST = 1000  -- trees one script drops at most: a bound on its time, whatever the indexes hold
 """
 
 # KEYS: tree, all, sizes, owners, callers, total, mine.
@@ -93,14 +102,19 @@ redis.call('ZADD', mine, now, tree)
 redis.call('ZINCRBY', callers, size - before, mine)
 redis.call('INCRBY', total, size - before)
 for _, key in ipairs(redis.call('ZRANGEBYSCORE', all, '-inf', now - ttl, 'LIMIT', 0, 100)) do forget(key) end
-while redis.call('ZCARD', mine) > 1 and (redis.call('ZCARD', mine) > caller_trees
+local dropped = 0
+while dropped < MOST and redis.call('ZCARD', mine) > 1 and (redis.call('ZCARD', mine) > caller_trees
     or tonumber(redis.call('ZSCORE', callers, mine) or '0') > caller_bytes) do
-  forget(redis.call('ZRANGE', mine, 0, 0)[1])
+  local oldest = redis.call('ZRANGE', mine, 0, 0)[1]
+  if oldest == tree then break end
+  forget(oldest, mine)
+  dropped = dropped + 1
 end
-while redis.call('ZCARD', all) > all_trees or tonumber(redis.call('GET', total) or '0') > all_bytes do
-  local victim = heaviest_oldest(tree)
+while dropped < MOST and (redis.call('ZCARD', all) > all_trees or tonumber(redis.call('GET', total) or '0') > all_bytes) do
+  local victim, owner = heaviest_oldest(tree)
   if not victim then break end
-  forget(victim)
+  forget(victim, owner)
+  dropped = dropped + 1
 end
 for i = 2, 7 do redis.call('EXPIRE', KEYS[i], ttl) end
 return {size, tonumber(redis.call('GET', total) or '0'), tonumber(redis.call('ZSCORE', callers, mine) or '0')}
@@ -108,11 +122,12 @@ return {size, tonumber(redis.call('GET', total) or '0'), tonumber(redis.call('ZS
 
 # KEYS: keep, all, sizes, owners, callers, total. ARGV: bytes to free. Returns the bytes freed.
 MAKE_ROOM = _FORGET + """
-local need, freed = tonumber(ARGV[1]), 0
-while freed < need do
-  local victim = heaviest_oldest(KEYS[1])
+local need, freed, dropped = tonumber(ARGV[1]), 0, 0
+while freed < need and dropped < MOST do
+  local victim, owner = heaviest_oldest(KEYS[1])
   if not victim then break end
-  freed = freed + forget(victim)
+  freed = freed + forget(victim, owner)
+  dropped = dropped + 1
 end
 return freed
 """

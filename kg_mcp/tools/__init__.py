@@ -346,7 +346,7 @@ def register_tools(server: MCPServer, backend: Backend, settings: Settings, shar
         # A typo search reads many name rows: on a thread, off the event loop.
         return await run(find_entities, name, limit, lane="short")
 
-    # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/traversal.py), so it
+    # KG-Reasoner's retrieval keeps a traversal tree per session (see kg_mcp/kg_reasoner/traversal.py), so it
     # is not idempotent: the same call after a backtrack lands elsewhere.
     ranker = ranker_from_env()
 

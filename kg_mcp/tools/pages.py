@@ -191,7 +191,7 @@ def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence 
     exact = n_named + n_blank < backend.count_cap
     listed = listed or not n_named
     rows: list[Neighbour] = []
-    if not offset and not n_blank and backend.reads_in_page_order:
+    if not offset and exact and not n_blank and backend.reads_in_page_order:
         rows = first[:cap]  # the first page is the first read's start: read once, not twice (a hub)
     elif offset < n_named and cap:
         rows = backend.neighbours(node, way, predicates, cap, offset=offset, values=Values.NAMED)

@@ -33,7 +33,7 @@ from kg_mcp.sparql import MAX_QUERY_CHARS, CheckedQuery, QueryPolicy, checked_qu
 from kg_mcp.sparql.parse_pool import shared_pool
 from kg_mcp.sparql.prefixes import declared, listed
 from kg_mcp.tools import pages
-from kg_mcp.tools._render import Namer, TermOut, ToolOutput, cell
+from kg_mcp.tools._render import Namer, TermOut, ToolOutput, capped, cell
 from kg_mcp.tools.pages import Paged
 from kg_mcp.tools.sparql_terms import TermWarning, unknown_terms, warning_lines
 
@@ -237,7 +237,8 @@ def _output(backend: Backend, settings: Settings, query: str, page: _Page) -> To
         offset=page.offset,
         next_cursor=cursor,
     )
-    return ToolOutput("\n".join(lines), data)
+    # A page keeps at least one row: one wider than the budget is cut here, as every output is.
+    return ToolOutput(capped("\n".join(lines), settings, "Select fewer variables, or shorter values.", read_whole=False), data)
 
 
 def _size_text(result: Rows, page: _Page, shown: int, paged: bool, counted: int) -> str:

@@ -63,7 +63,7 @@ _TRIPLES = TypeAdapter(list[TripleOut])
 
 
 def traversal_key(session: str | None, headers: Mapping[str, str] | None, caller: str = "local") -> str | None:
-    """Where a kgr_search call's traversal tree is kept (see kg_mcp/traversal.py); None: nowhere.
+    """Where a kgr_search call's traversal tree is kept (see kg_mcp/kg_reasoner/traversal.py); None: nowhere.
 
     Every key starts with the caller's key (kg_mcp.calls.caller) and, over HTTP, the caller's MCP session
     when it has one: a `session` name is a name within them, so another caller's calls naming the
@@ -251,7 +251,7 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
         head += f"\nPath from the topic entity: {_name(path[0])} {steps}"
     summed = None
     if blank and not listed:
-        call = f'kgr_search(entity="{entity_id}", anonymous="list")'
+        call = listing.call(anonymous="list")
         summed = anonymous_summary(backend, namer.id, [edges[i].value for i in blank], len(blank), call)
     foot = "\n" + anonymous_line("triples to anonymous nodes", summed) if summed is not None else ""
     current = tree.nodes[entity_id]
@@ -269,7 +269,7 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
     )
     fits = listing.fit(lines, triples, text_used=len(head) + len(foot) + 1 + 60,
                        json_used=len(data.model_dump_json()) + 500)
-    token, more = listing.more(fits, len(order), again=f'kgr_search(entity="{entity_id}")')
+    token, more = listing.more(fits, len(order), again=listing.call())
     if len(order) > fits or listing.offset:
         which = f"the {fits} most relevant to the question" if tree.question else f"the first {fits}"
         if listing.offset:
