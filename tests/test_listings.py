@@ -278,3 +278,7 @@ def test_kgr_search_sums_up_the_triples_to_blank_nodes_and_pages_on(ontology_sto
     again = kgr_search(linkml, SETTINGS, tree, LexicalRanker(), "linkml:SlotDefinition", k=5, cursor=first.data.next_cursor)
     assert again.data.offset == 5 and not {(t.relation, t.object.id) for t in again.data.triples} & {
         (t.relation, t.object.id) for t in first.data.triples}
+    # The order of the triples is the question's: a cursor issued under another one is refused.
+    with pytest.raises(InvalidInput, match="another question"):
+        kgr_search(linkml, SETTINGS, Tree("which slots have a range"), LexicalRanker(), "linkml:SlotDefinition", k=5,
+                   cursor=first.data.next_cursor)

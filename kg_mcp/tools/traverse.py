@@ -12,6 +12,8 @@ neighbour, climbing further up while an ancestor has none left, until the topic 
 
 from __future__ import annotations
 
+import hashlib
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -131,6 +133,9 @@ def kgr_search(
             raise InvalidInput("Give the entity to search, or backtrack=true.")
         node = backend.resolve_entity(entity.strip())
         listing = _listing(backend, settings, node, anonymous, cursor)
+        if listing.offset and listing.start.resume != _order_key(tree, ranker):
+            raise InvalidInput("This cursor was issued under another question, whose order of the triples differs.",
+                               "Leave cursor out to read this entity's first page for the question asked now.")
         view = _read(backend, settings, node, tree.question, ranker)
         entity_id = view.namer.id(node)
         if entity_id in tree.nodes:
@@ -139,6 +144,12 @@ def kgr_search(
             parent, via = tree.placement(entity_id)
             _explore(tree, view, parent, via)
         return _render(backend, settings, tree, ranker, view, k, listing, anonymous)
+
+
+def _order_key(tree: Tree, ranker: Ranker) -> str:
+    """What a page's order of the triples depends on besides the entity: the question and the
+    ranker. A cursor carries it, so that one issued under another question is refused."""
+    return hashlib.sha256(f"{ranker.name}\n{tree.question}".encode()).hexdigest()[:16]
 
 
 def _listing(backend: Backend, settings: Settings, node: ox.NamedNode, anonymous: str, cursor: str = "") -> Listing:
@@ -269,7 +280,7 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
     )
     fits = listing.fit(lines, triples, text_used=len(head) + len(foot) + 1 + 60,
                        json_used=len(data.model_dump_json()) + 500)
-    token, more = listing.more(fits, len(order), again=listing.call())
+    token, more = listing.more(fits, len(order), again=listing.call(), resume=_order_key(tree, ranker))
     if len(order) > fits or listing.offset:
         which = f"the {fits} most relevant to the question" if tree.question else f"the first {fits}"
         if listing.offset:
