@@ -49,7 +49,8 @@ def _has_length(start: dict) -> bool:
 class OneWritePerTurn:
     """A transport whose writes in one turn of the event loop go to the socket as one write, at the
     end of that turn: a response's head and body are one send(), so a process killed at any moment
-    has sent all of them or none. Everything else is the transport's own."""
+    has sent all of it or none, as long as it fits the socket's buffer (a JSON answer within the
+    output budget does). Everything else is the transport's own."""
 
     def __init__(self, transport: asyncio.Transport):
         self._transport = transport
