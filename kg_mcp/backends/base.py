@@ -156,6 +156,11 @@ class Backend(ABC):
         """Edges of `node` in one direction (only `predicates` if given, only to `values` of that
         kind); at most `count_cap`, which then means "at least that many"."""
 
+    def counts_recorded(self, node: ox.NamedNode, direction: Direction) -> bool:
+        """Whether `count_kinds` of `node` one way comes from counts kept at load time: exact at any
+        size, not only below `count_cap`."""
+        return False
+
     def count_kinds(
         self, node: ox.NamedNode, direction: Direction, predicates: Sequence[ox.NamedNode] | None
     ) -> tuple[int, int]:

@@ -287,6 +287,10 @@ class OxigraphBackend(SparqlBackend):
         kinds = self._recorded_kinds(node, direction, predicates, need_anonymous=True)
         return super().count_kinds(node, direction, predicates) if kinds is None else kinds
 
+    def counts_recorded(self, node, direction):
+        record = None if is_blank(node) else self._hub_record(node, direction)
+        return record is not None and record[0] is not None and record[1] is not None
+
     def _recorded_kinds(self, node, direction, predicates, *, need_anonymous: bool) -> tuple[int, int] | None:
         """(named, anonymous) edges of a hub one way from its record, without reading them; None
         where it has no record (or no anonymous count, when that is needed)."""

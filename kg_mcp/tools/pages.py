@@ -188,7 +188,7 @@ def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence 
         return NeighbourPage(rows[offset : offset + cap], len(rows), len(named), len(blank), True, listed,
                              [] if listed or offset else [r.value for r in blank])
     n_named, n_blank = backend.count_kinds(node, way, predicates)
-    exact = n_named + n_blank < backend.count_cap
+    exact = n_named + n_blank < backend.count_cap or backend.counts_recorded(node, way)
     listed = listed or not n_named
     rows: list[Neighbour] = []
     if not offset and exact and not n_blank and backend.reads_in_page_order:
