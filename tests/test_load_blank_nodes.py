@@ -147,3 +147,20 @@ def test_wikidata_json_blank_nodes_stay_idempotent(tmp_path):
     once = blank_nodes(store_dir)
     load_sources([source], store_dir, progress=False, name_index=False)
     assert len(once) >= 2 and blank_nodes(store_dir) == once
+
+
+def test_the_scan_for_blank_nodes_finds_them_across_its_chunks(tmp_path, monkeypatch):
+    """N-Triples without `_:` are handed to pyoxigraph's parallel parser; the scan that decides it
+    reads the file in chunks, and a `_:` cut by a chunk's end is still found."""
+    from kg_mcp.loading import blank_labels
+
+    monkeypatch.setattr(blank_labels, "_SCAN_CHUNK", 8)
+    plain, cut, empty = tmp_path / "plain.nt", tmp_path / "cut.nt", tmp_path / "empty.nt"
+    plain.write_bytes(b"<http://e/a> <http://e/p> <http://e/b> .\n" * 3)
+    cut.write_bytes(b"<http://e/a> <http://e/p> _:b0 .\n")
+    empty.write_bytes(b"")
+    assert [blank_labels.may_hold_blank_nodes(p) for p in (plain, cut, empty)] == [False, True, False]
+    for start in range(0, 9):  # a `_:` at every place against the chunks' ends
+        shifted = tmp_path / f"shifted{start}.nt"
+        shifted.write_bytes(b" " * start + b"<http://e/a> <http://e/p> _:b0 .\n")
+        assert blank_labels.may_hold_blank_nodes(shifted)
