@@ -13,7 +13,6 @@ neighbour, climbing further up while an ancestor has none left, until the topic 
 from __future__ import annotations
 
 import hashlib
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 
