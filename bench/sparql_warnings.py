@@ -34,7 +34,7 @@ from bench.common import DATA
 from kg_mcp.backends.base import Backend
 from kg_mcp.errors import KGError
 from kg_mcp.settings import Settings
-from kg_mcp.sparql.writer import CLASS, PREDICATE
+from kg_mcp.sparql.policy import CLASS, PREDICATE
 
 # The census (the relation list the check reads) gets time enough on a busy machine.
 SETTINGS = Settings(schema_summary_s=300)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from kg_mcp.errors import InvalidInput
 from kg_mcp.sparql.lexing import lex
 from kg_mcp.sparql.policy import QueryPolicy, refused_dataset, refused_service, refused_update
-from kg_mcp.sparql.writer import written
 
 MAX_QUERY_CHARS = 20_000
 # rdflib's parser costs about 0.5 ms of CPU per token on the worst shapes measured (`{ } { } ...`,
@@ -99,6 +98,8 @@ def checked_query(query: str, policy: QueryPolicy) -> CheckedQuery:
     if "SERVICE" in words and not policy.services:
         raise refused_service("")
     tree = parse(lexed.lines())
+    from kg_mcp.sparql.writer import written  # rdflib's, as parse(): imported where queries are checked, not at start
+
     try:
         out = written(tree, policy)
     except RecursionError:

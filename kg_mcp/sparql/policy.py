@@ -14,6 +14,11 @@ from dataclasses import dataclass
 
 from kg_mcp.errors import QueryRefused
 
+# Where an IRI stands in a triple pattern, for the check against the KG: a relation, the class of
+# `?x a C` (rdf:type), or a node (subject or object). Here, not in the writer, so that what reads
+# them does not import rdflib's parser.
+PREDICATE, CLASS, NODE = "predicate", "class", "node"
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 # Services that run inside the endpoint itself and fetch nothing (Wikidata's label service).
 INTERNAL_SERVICES = {"wikidata": frozenset({"http://wikiba.se/ontology#label"})}

@@ -37,7 +37,7 @@ from rdflib.term import BNode, Literal, URIRef, Variable
 
 from kg_mcp.errors import InvalidInput
 from kg_mcp.sparql._expressions import ExpressionWriter, field, refuse, string_literal
-from kg_mcp.sparql.policy import XSD, QueryPolicy, refused_dataset
+from kg_mcp.sparql.policy import CLASS, NODE, PREDICATE, XSD, QueryPolicy, refused_dataset
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _IRIREF = re.compile(r'[^<>"{}|^`\\\x00-\x20]*')
@@ -57,9 +57,6 @@ _BOOLEAN = XSD + "boolean"
 _ENGINE_PREFIXES = ("bif", "sql")
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
-# Where an IRI stands in a triple pattern, for the check against the KG: a relation, the class of
-# `?x a C` (rdf:type), or a node (subject or object).
-PREDICATE, CLASS, NODE = "predicate", "class", "node"
 
 @dataclass(frozen=True)
 class Written:

@@ -29,7 +29,7 @@ from kg_mcp.namespaces import RDF_TYPE
 from kg_mcp.schema.vocabulary import CLASS_TYPES, class_list, declared_properties
 from kg_mcp.schema.summary import census_of
 from kg_mcp.settings import Settings
-from kg_mcp.sparql.writer import CLASS, NODE, PREDICATE
+from kg_mcp.sparql.policy import CLASS, NODE, PREDICATE
 
 MAX_CHECKED = 16  # distinct IRIs of one query looked up in the KG
 MAX_EXPLAINED = 5  # of those it lacks, the ones given their nearest
