@@ -1,7 +1,7 @@
 # Two commands set everything up on a fresh machine (Python >= 3.11):
 #   make serve   install, then serve the demo KG over streamable HTTP on http://127.0.0.1:8000/mcp
 #   make test    install with the test extras, then run the whole test suite on two workers (pytest-xdist)
-#                (8-9 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
+#                (10-12 min on 2 cores; TEST_WORKERS=0 runs it in one process, ARGS=... picks tests)
 #   make fuzz    the generated-input tests alone, at their full depth (10,000 cases per tool; minutes)
 #   make test-packaging   build the wheel and install it with openai-agents in a fresh virtualenv (1-2 min)
 #   make docs    build the documentation site strictly into site/ (a broken link or a missing page fails)
