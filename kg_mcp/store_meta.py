@@ -12,7 +12,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from kg_mcp.namespaces import META_GRAPH, META_JSON, META_SUBJECT
+from kg_mcp.namespaces import META_GRAPH, META_JSON, META_SUBJECT, OWN_GRAPHS
 
 _GRAPH = ox.NamedNode(META_GRAPH)
 _SUBJECT = ox.NamedNode(META_SUBJECT)
@@ -32,3 +32,8 @@ def write_meta(store: ox.Store, meta: dict[str, Any]) -> None:
     for quad in old:
         store.remove(quad)
     store.add(ox.Quad(_SUBJECT, _PREDICATE, ox.Literal(json.dumps(meta, sort_keys=True)), _GRAPH))
+
+
+def named_data_graphs(store: ox.Store) -> list[str]:
+    """The store's named graphs, kg-mcp's own bookkeeping graphs aside."""
+    return sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode) and g.value not in OWN_GRAPHS)

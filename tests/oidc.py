@@ -24,7 +24,8 @@ import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from kg_mcp.cli.remote import TokensInMemory
 
 from conftest import free_port
 
@@ -142,21 +143,5 @@ async def sign_in(authorization_url: str, user: str, password: str) -> tuple[str
     raise AssertionError("the sign-in never came back to the client")
 
 
-class Memory:
-    """Token storage in memory, as the SDK's TokenStorage protocol wants it."""
-
-    def __init__(self):
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client
-
-    async def set_client_info(self, client_info):
-        self.client = client_info
+# The SDK's token storage in memory, as `kg-mcp call` keeps tokens for one command.
+Memory = TokensInMemory

@@ -28,7 +28,7 @@ from kg_mcp.errors import EndpointError
 from kg_mcp.hubs import hub_anonymous, hub_stats, recorded_directions
 from kg_mcp.names import NameIndex
 from kg_mcp.names.store_index import memory_index, store_stamp
-from kg_mcp.namespaces import OWN_GRAPHS
+from kg_mcp.store_meta import named_data_graphs
 from kg_mcp.observability import tracing
 
 # Up to this many edges around a node, get_relations counts them in Python from the index (see
@@ -39,11 +39,6 @@ _COUNTED_HERE = 1000
 _DEGREE_READERS = 4
 # Hub records kept once read (each a hub's counts per predicate in one direction, and those to blank nodes).
 _HUB_RECORDS_KEPT = 1024
-
-
-def named_data_graphs(store: ox.Store) -> list[str]:
-    """The store's named graphs, kg-mcp's own bookkeeping graphs aside."""
-    return sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode) and g.value not in OWN_GRAPHS)
 
 
 def default_graph_empty(store: ox.Store) -> bool:

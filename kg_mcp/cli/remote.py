@@ -45,7 +45,7 @@ class Remote:
                 raise ConfigError("Give --auth-token-env or --client-id, not both.")
             if not self.client_secret:
                 raise ConfigError("--client-id needs --client-secret-env VAR, the variable holding the client's secret.")
-            auth = _FixedScopes(self.url, _Memory(), self.client_id, self.client_secret, scopes=self.scopes,
+            auth = _FixedScopes(self.url, TokensInMemory(), self.client_id, self.client_secret, scopes=self.scopes,
                                 issuer=self.issuer or _issuer_of(self.url, self.verify()))
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         client = httpx2.AsyncClient(headers=headers, auth=auth, timeout=60, verify=self.verify(),
@@ -159,8 +159,8 @@ class _FixedScopes(ClientCredentialsOAuthProvider):
         return await super()._exchange_token_client_credentials()
 
 
-class _Memory:
-    """Tokens kept for this one command (the SDK's TokenStorage)."""
+class TokensInMemory:
+    """Tokens kept in memory, for one command or one test client (the SDK's TokenStorage)."""
 
     def __init__(self):
         self.tokens = self.client = None

@@ -31,9 +31,9 @@ from kg_mcp.names import index_path
 from kg_mcp.names.scan import SCANNED_FILE, NameScan
 from kg_mcp.names.store_index import build_store_index, graph_set_indexes, store_profile, store_stamp
 from kg_mcp.names.warm import warm
-from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, OWN_GRAPHS, RELATION_PATH
+from kg_mcp.namespaces import DEFAULT_BASE_IRI, ENTITY_PATH, ENTITY_PREFIX, META_GRAPH, RELATION_PATH
 from kg_mcp.settings import Settings, graph_iri_problem
-from kg_mcp.store_meta import read_meta, write_meta
+from kg_mcp.store_meta import named_data_graphs, read_meta, write_meta
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def load_sources(
                         store, staging, scan, languages, progress
                     )
                     if grant_sets is not None:
-                        graph_sets |= {tuple(sorted(s)) for s in grant_sets(_named_graphs(store))}
+                        graph_sets |= {tuple(sorted(s)) for s in grant_sets(named_data_graphs(store))}
                     seconds, report.graph_indexes = _graph_set_indexes(store, staging, sorted(graph_sets), languages, progress)
                     report.index_seconds += seconds
                     # Its first pages were written early in a long load, and the store's files have
@@ -176,11 +176,6 @@ def _graph_set_indexes(
         names = build_store_index(store, staging, profile=profile, languages=languages, progress=progress, graphs=graphs)
         built.append((graphs, names))
     return time.perf_counter() - started, built
-
-
-def _named_graphs(store: ox.Store) -> list[str]:
-    """The store's named graphs of data (kg-mcp's own bookkeeping graphs aside)."""
-    return sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode) and g.value not in OWN_GRAPHS)
 
 
 def _load_into(
