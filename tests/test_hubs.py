@@ -95,6 +95,24 @@ def test_a_later_load_updates_the_hub_record(tmp_path):
     assert stats == truth(store, HUB) and stats[P + "member_of"] == 800
 
 
+def test_blank_node_counts_are_skipped_only_where_the_store_can_hold_none(tmp_path):
+    """A load of N-Triples without blank nodes into an empty store records zero anonymous edges
+    without asking the engine; a later load of the same kind into a store that already has blank
+    nodes (from an earlier load) still counts them."""
+    store = tmp_path / "store"
+    first, blanks, third = tmp_path / "a.nt", tmp_path / "b.ttl", tmp_path / "c.nt"
+    write_hub(first, 0, 3000)
+    blanks.write_text("".join(f"_:b{i} <{P}country> <{HUB.value}> .\n" for i in range(300)))
+    write_hub(third, 3000, 200)
+    load_sources([first], store, progress=False, hub_threshold=1000)
+    assert hub_anonymous(open_store(store).store, HUB, outgoing=False) == {}
+    load_sources([blanks], store, progress=False, hub_threshold=1000)
+    load_sources([third], store, progress=False, hub_threshold=1000)
+    backend = open_store(store)
+    assert hub_anonymous(backend.store, HUB, outgoing=False) == {P + "country": 300}
+    assert backend.count_kinds(HUB, Direction.INCOMING, None) == (3200, 300)  # named, anonymous
+
+
 def test_without_statistics_counts_are_bounded_and_marked(tmp_path):
     source = tmp_path / "hub.nt"
     write_hub(source, 0, 3000)

@@ -100,12 +100,14 @@ def load_sources(
         with staged_store(store_dir) as staging:
             store = ox.Store(str(staging))
             languages = languages or Settings().languages
+            empty = next(store.quads_for_pattern(None, None, None), None) is None
             # The names scanned from the text are the default graph's only when it is loaded into.
-            scan = _name_scan(store, staging, plan, skip_bad, languages) if name_index and graph is None else None
+            scanned = name_index and graph is None and empty
+            scan = _name_scan(staging, plan, skip_bad, languages) if scanned else None
             try:
                 report = _load_into(
                     store, plan, store_dir, base_iri, BadLines(skip_bad), progress, hub_threshold, scan, optimize, graph,
-                    json_contexts,
+                    json_contexts, empty,
                 )
                 store.flush()
                 if optimize:  # a second, short pass: what the hub records added, and what the first left
@@ -141,10 +143,10 @@ def load_sources(
     return report
 
 
-def _name_scan(store: ox.Store, staging: Path, plan, skip_bad: bool, languages) -> NameScan | None:
-    """A scan for names in the N-Triples read, when they are all the new store will hold; else None
-    (other formats, or a store that already has triples: its index is then built from the store)."""
-    if skip_bad or any(fmt.name != "nt" for _, fmt in plan) or next(store.quads_for_pattern(None, None, None), None):
+def _name_scan(staging: Path, plan, skip_bad: bool, languages) -> NameScan | None:
+    """A scan for names in the N-Triples read into an empty store, when they are all it will hold;
+    else None (other formats: the index is then built from the store)."""
+    if skip_bad or any(fmt.name != "nt" for _, fmt in plan):
         return None
     # Its word indexes are built in a thread of their own, beside the compaction (NameScan.finish_guessed).
     return NameScan(sqlite3.connect(staging / SCANNED_FILE, check_same_thread=False), languages)
@@ -179,9 +181,13 @@ def _graph_set_indexes(
 
 
 def _load_into(
-    store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None, optimize=True, graph=None, contexts=None
+    store, plan, store_dir, base_iri, bad, progress, hub_threshold, scan=None, optimize=True, graph=None,
+    contexts=None, empty=False,
 ) -> LoadReport:
+    """Load the sources of `plan` into `store` (`empty` if it holds no triple yet), then compact it
+    and record its hubs."""
     started = time.perf_counter()
+    blank_nodes_loaded = False  # as far as is known: True once a source may have held any
     entities = TextMinter(base_iri + ENTITY_PATH)
     relations = TextMinter(base_iri + RELATION_PATH)
     prefixes: dict[str, str] = {}
@@ -193,8 +199,11 @@ def _load_into(
             source_started, bad_before = time.perf_counter(), bad.count
             bar.set_description(path.name)
             if fmt.name == "nt" and not bad.skip:
-                triples = _load_natively(store, path, fmt, base_iri, sampler, bar, scan, number == len(plan), into)
+                last = number == len(plan)
+                triples, blank = _load_natively(store, path, fmt, base_iri, sampler, bar, scan, last, into)
+                blank_nodes_loaded |= blank
             else:
+                blank_nodes_loaded = True
                 counter = [0]
                 with open_source(path) as stream:
                     quads = _read(stream, path, fmt, base_iri, bad, entities, relations, prefixes, contexts or Contexts())
@@ -210,7 +219,9 @@ def _load_into(
         hubs = 0
         if into is None:  # the records count the default graph's edges (kg_mcp.hubs)
             bar.set_description("hub statistics")
-            hubs = record_hubs(store, *sampler.candidates(), threshold=hub_threshold)
+            outgoing, incoming = sampler.candidates()
+            no_blank = empty and not blank_nodes_loaded
+            hubs = record_hubs(store, outgoing, incoming, threshold=hub_threshold, no_blank_nodes=no_blank)
 
     text_loaded = any(fmt.name == "text" for _, fmt in plan)
     triples = sum(r.triples for r in reports)
@@ -248,18 +259,22 @@ def _load_natively(
     the index: `scan`, whose index is finished meanwhile after the `last` source); a compressed
     one, or one with blank nodes (one parser, so one mapping of its labels: see
     kg_mcp.loading.blank_labels), is streamed through the sampler into the loader, into the named
-    graph `into` (None: the default graph). Returns the lines read: the triples, blank and comment
-    lines aside.
+    graph `into` (None: the default graph). Returns the lines read (the triples, blank and comment
+    lines aside), and whether the file may have held blank nodes.
     """
+    lines_seen = 0
 
     def on_chunk(data: bytes) -> None:
+        nonlocal lines_seen
         sampler.sample_lines(data)
         if scan is not None:
             scan.feed(data)
-        bar.update(data.count(b"\n"))
+        bar.update(stream.raw.lines - lines_seen)  # counted by the stream already
+        lines_seen = stream.raw.lines
 
+    blank = path.suffix.lower() != ".nt" or may_hold_blank_nodes(path)
     with open_source(path, on_chunk) as stream:
-        if path.suffix.lower() == ".nt" and not may_hold_blank_nodes(path):
+        if not blank:
             bar.set_description(f"{path.name}: loading")
             # bulk_load lets go of the GIL: the reading here costs the load no time where a core is free.
             loading = _Background(store.bulk_load, path=str(path), format=fmt.rdf, base_iri=base_iri, to_graph=into)
@@ -286,7 +301,7 @@ def _load_natively(
             if scan is not None:
                 scan.end_of_source()
                 scan.waited += scan.seconds - before  # read inline, as the loader asked for the data
-        return stream.raw.lines
+        return stream.raw.lines, blank
 
 
 class _Background:
