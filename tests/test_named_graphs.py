@@ -215,9 +215,12 @@ def test_a_store_loaded_into_named_graphs_reads_the_graphs_chosen(sources, tmp_p
     store reads the graphs chosen only, through every tool, lookup and sparql; without --graph, a
     store holding named graphs only reads them all, as an endpoint does."""
     store = tmp_path / "store"
+    held = 0
     for graph, path in sources["files"].items():
         report = load_sources([path], store, progress=False, graph=graph)
         assert report.graph == graph and f"into <{graph}>" in report.summary()
+        held += sources["triples"][graph]
+        assert report.store_triples == held  # every graph's quads, kg-mcp's own metadata aside
     backend = open_store(store, settings=Settings(graphs=[MOVIES], sparql_tool=True))
     film_iri, person_iri = (f"<{ENTITIES}{name[3:]}>" for name in (FILM, PERSON))  # no kg: prefix in a store of N-Triples
     (film, person, walked, absent, total, graphs, other), stats = call_all(backend, [
