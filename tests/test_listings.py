@@ -282,3 +282,36 @@ def test_kgr_search_sums_up_the_triples_to_blank_nodes_and_pages_on(ontology_sto
     with pytest.raises(InvalidInput, match="another question"):
         kgr_search(linkml, SETTINGS, Tree("which slots have a range"), LexicalRanker(), "linkml:SlotDefinition", k=5,
                    cursor=first.data.next_cursor)
+
+
+def test_a_batched_listing_past_the_count_cap_skips_and_repeats_no_row(tmp_path):
+    """Without a hub record, an entity's neighbours are counted up to count_cap ("at least"); the
+    pages of a batched search must then stop that entity's rows where its count does, or the next
+    entity's rows would be shifted past the cursor (skipped) or read twice."""
+    source = tmp_path / "a.nt"
+    with open(source, "w") as f:
+        for i in range(250):
+            f.write(f"<http://example.org/a> <http://example.org/p> <http://example.org/x{i}> .\n")
+        for i in range(5):
+            f.write(f"<http://example.org/b> <http://example.org/p> <http://example.org/y{i}> .\n")
+    load_sources([source], tmp_path / "store", progress=False)
+    # The first read (search_p rows) does not hold them all, so the counts decide the pages.
+    small = Settings(count_cap=100, search_p=40, max_output_chars=2_500)
+    kg = open_store(tmp_path / "store", settings=small)
+    asked = {"entities": ["<http://example.org/a>", "<http://example.org/b>"],
+             "properties_to_filter_for": ["<http://example.org/p>"]}
+    seen, cursor, pages = [], "", 0
+    try:
+        while True:
+            out = search(kg, small, **asked, cursor=cursor)
+            assert ": at least 105 rows." in out.text.splitlines()[0]
+            assert not out.data.next_cursor or " of at least 105 shown." in out.text
+            seen += [(row.entity, row.value.id) for row in out.data.rows]
+            pages, cursor = pages + 1, out.data.next_cursor
+            if not cursor:
+                break
+    finally:
+        kg.close()
+    assert pages > 2 and len(seen) == len(set(seen))
+    assert {v for e, v in seen if e.endswith("b>")} == {f"<http://example.org/y{i}>" for i in range(5)}
+    assert len([e for e, _ in seen if e.endswith("a>")]) == 100  # as far as its count goes

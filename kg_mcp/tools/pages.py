@@ -198,10 +198,13 @@ def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence 
     if listed and len(rows) < cap:
         rows += backend.neighbours(node, way, predicates, cap - len(rows), offset=max(0, offset - n_named),
                                    values=Values.ANONYMOUS)
+    total = n_named + n_blank if listed else n_named
+    if not exact:  # counted up to the cap: the listing ends where its count does, so that the rows of
+        rows = rows[: max(0, total - offset)]  # the next entity of a batch start where the count says
     sample = []
     if not listed and n_blank and not offset:
         sample = [r.value for r in backend.neighbours(node, way, predicates, CLASSIFIED, values=Values.ANONYMOUS)]
-    return NeighbourPage(rows, n_named + n_blank if listed else n_named, n_named, n_blank, exact, listed, sample)
+    return NeighbourPage(rows, total, n_named, n_blank, exact, listed, sample)
 
 
 def with_more(text: str, more: str) -> str:

@@ -121,7 +121,8 @@ def search_many(
     total_rows = sum(page.total for _, page in pages)
     blank = sum(page.blank for _, page in pages if not page.listed)
     wanted = f", properties {', '.join(_property_name(namer, p) for p in predicates)}" if predicates else ""
-    head = f"search {plural(len(nodes), 'entity')}, {way.value}{wanted}: {plural(total_rows, 'row')}"
+    at_least = "at least " if any(not page.exact for _, page in pages) else ""  # some counted up to the cap
+    head = f"search {plural(len(nodes), 'entity')}, {way.value}{wanted}: {at_least}{plural(total_rows, 'row')}"
     if blank:
         where = "summed up below" if not listing.offset else "summed up on the first page"
         head += f" listed, and {blank:,} anonymous ({where})"
@@ -145,7 +146,7 @@ def search_many(
     header = table(headers, [], settings)
     fits = listing.fit(sizes, out_rows, text_used=len(head) + len(foot) + len(header) + 2 + len(" Labels are given once."),
                        json_used=len(data.model_dump_json()) + 200 * len(parts))
-    token, more = listing.more(fits, total_rows)
+    token, more = listing.more(fits, total_rows, exact=not at_least)
     order = sorted(range(fits), key=lambda i: (positions[read[i][0]], *shown_key(read[i][1])))
     md_rows, labelled = [], set()
     for i in order:
