@@ -187,3 +187,24 @@ async def test_over_stdio_http_and_in_process(metaqa, metaqa_store_dir):
     with http_server(metaqa_store_dir, "http") as (base, _):
         async with Client(streamable_http_client(base + "/mcp", http_client=httpx2.AsyncClient(timeout=30))) as client:
             await _exercise(client)
+
+
+def test_a_loop_is_an_edge_for_rel_plus(tmp_path):
+    """At a hop of `p+`, an entity whose only p edge loops back to itself walked a real edge: the
+    gap note ("had no p edge") leaves it out. For `p*`, reaching itself in zero steps is no edge."""
+    from kg_mcp.backends import open_store
+    from kg_mcp.loading import load_sources
+
+    ex = "http://example.org/"
+    source = tmp_path / "loops.nt"
+    source.write_text("".join(f"<{ex}{s}> <{ex}{p}> <{ex}{o}> .\n" for s, p, o in (
+        ("a", "r", "m"), ("a", "r", "n"), ("a", "r", "k"), ("m", "p", "m"), ("n", "p", "z"), ("n", "s", "z"))))
+    load_sources([source], tmp_path / "store", progress=False)
+    kg = open_store(tmp_path / "store")
+    try:
+        plus = follow(kg, Settings(), f"<{ex}a>", [f"<{ex}r>", f"<{ex}p>+"])
+        assert f"at hop 2, 1 of the 3 entities had no <{ex}p> edge" in plus.text  # k only, not m
+        star = follow(kg, Settings(), f"<{ex}a>", [f"<{ex}r>", f"<{ex}s>*"])
+        assert f"at hop 2, 2 of the 3 entities had no <{ex}s> edge" in star.text  # k and m: zero steps only
+    finally:
+        kg.close()

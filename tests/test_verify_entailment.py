@@ -113,3 +113,16 @@ def test_a_chain_the_evidence_cell_cuts_follows_the_table_whole(memory_backend):
     reason = out.data.claims[0].hops[0].reason
     assert len(reason) > 60 and "…[" in out.text.split("\n\n")[0]  # cut in the table
     assert out.text.endswith(f"Whole evidence of the rows cut above:\n- 1: {reason}")
+
+
+def test_values_that_are_all_blank_nodes_are_said_plainly(memory_backend):
+    """A claim whose relation holds only anonymous values: the reason says how many, not a list
+    that starts with "and"."""
+    settings = Settings(prefixes={"ex": "http://example.org/"})
+    kg = memory_backend("""@prefix ex: <http://example.org/> .
+ex:rex a ex:Dog ; ex:birthYear 2015 ; ex:address [ ex:city "Paris" ], [ ex:city "Lyon" ] .
+ex:address a <http://www.w3.org/2002/07/owl#FunctionalProperty> .
+""", settings=settings)
+    out = verify(kg, settings, [TripleClaim(subject="ex:rex", relation="ex:address", object="ex:dog")])
+    reason = out.data.claims[0].hops[0].reason
+    assert "ex:address = 2 anonymous values (blank nodes)" in reason and "= and" not in reason

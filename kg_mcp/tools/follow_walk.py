@@ -134,8 +134,9 @@ def walk_steps(
 
 
 def _walked_from(pairs: list[tuple[Term, Term]], step: Step) -> set[Term]:
-    """The sources that have an edge of the step (for rel*, reaching itself is no edge)."""
-    return {s for s, t in pairs if s != t or not step.repeat}
+    """The sources that have an edge of the step (for rel*, reaching itself in zero steps is no
+    edge; for rel+ it is a loop, one)."""
+    return {s for s, t in pairs if s != t or step.repeat != "*"}
 
 
 def _step_aside(

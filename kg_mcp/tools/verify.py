@@ -216,6 +216,8 @@ def _values_text(namer: Namer, seen: list, listed: list, relation: str, directio
     more = len([v for _, v in seen if not isinstance(v, ox.BlankNode)]) - len(listed)
     blank = sum(isinstance(v, ox.BlankNode) for _, v in seen)
     rest = (f" and {more:,} more" if more else "") + (f" and {blank:,} anonymous (blank nodes)" if blank else "")
+    if not values:  # every value is a blank node
+        rest = f" {blank:,} anonymous values (blank nodes)"
     where = "" if direction is Direction.OUTGOING else ', direction="incoming"'
     reads = (f'; search(entity="{namer.id(subjects[0])}"{where}, properties_to_filter_for=["{relation}"]) '
              "reads them whole") if len(subjects) == 1 and (rest or values != _plain(namer, listed)) else ""
