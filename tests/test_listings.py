@@ -315,3 +315,41 @@ def test_a_batched_listing_past_the_count_cap_skips_and_repeats_no_row(tmp_path)
     assert pages > 2 and len(seen) == len(set(seen))
     assert {v for e, v in seen if e.endswith("b>")} == {f"<http://example.org/y{i}>" for i in range(5)}
     assert len([e for e, _ in seen if e.endswith("a>")]) == 100  # as far as its count goes
+
+
+def test_later_pages_of_a_batch_do_not_sample_anonymous_neighbours_again(tmp_path):
+    """The kinds of the anonymous neighbours summed up are read for the first page only; a later page
+    (whose offset falls before an entity's rows, so the entity is read from its start) only says
+    how many."""
+    from kg_mcp.backends.base import Values
+    from kg_mcp.tools.pages import CLASSIFIED
+
+    rdf_type = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+    source = tmp_path / "a.nt"
+    with open(source, "w") as f:
+        for i in range(120):
+            f.write(f"<http://example.org/a> <http://example.org/p> <http://example.org/x{i}> .\n")
+        f.write("<http://example.org/b> <http://example.org/p> <http://example.org/y> .\n")  # named ones: listed
+        for i in range(300):
+            f.write(f"<http://example.org/b> <http://example.org/p> _:n{i} .\n_:n{i} <{rdf_type}> <http://example.org/Kind> .\n")
+    load_sources([source], tmp_path / "store", progress=False)
+    small = Settings(search_p=50, max_output_chars=2_500)  # b's first read does not hold its rows
+    kg = open_store(tmp_path / "store", settings=small)
+    samples = []
+    read = kg.neighbours
+
+    def counted(node, way, predicates, limit, **kw):  # a spy on the reads, which still happen
+        if kw.get("values") is Values.ANONYMOUS and limit == CLASSIFIED:
+            samples.append(node)
+        return read(node, way, predicates, limit, **kw)
+
+    kg.neighbours = counted
+    asked = {"entities": ["<http://example.org/a>", "<http://example.org/b>"],
+             "properties_to_filter_for": ["<http://example.org/p>"]}
+    try:
+        first = search(kg, small, **asked)
+        assert len(samples) == 1 and "300 anonymous" in first.text
+        later = search(kg, small, **asked, cursor=first.data.next_cursor)
+        assert later.data.offset > 0 and len(samples) == 1 and "300 anonymous" in later.text
+    finally:
+        kg.close()

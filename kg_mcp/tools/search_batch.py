@@ -84,7 +84,8 @@ def _parts(backend: Backend, nodes, way: Direction, predicates: list | None, cap
             continue
         start = max(0, offset - before)
         room = max(0, offset + cap - max(before, offset))
-        page = neighbour_page(backend, node, way, predicates, first, len(first) <= probe, room, start, listed)
+        page = neighbour_page(backend, node, way, predicates, first, len(first) <= probe, room, start, listed,
+                              first_page=offset == 0)
         before += page.total
         parts.append((node, "rows", page))
     return parts
