@@ -278,6 +278,9 @@ def test_kgr_search_sums_up_the_triples_to_blank_nodes_and_pages_on(ontology_sto
     again = kgr_search(linkml, SETTINGS, tree, LexicalRanker(), "linkml:SlotDefinition", k=5, cursor=first.data.next_cursor)
     assert again.data.offset == 5 and not {(t.relation, t.object.id) for t in again.data.triples} & {
         (t.relation, t.object.id) for t in first.data.triples}
+    # Their kinds are read and said on the first page only, as the other listings do.
+    assert first.data.anonymous.kinds and "owl:Restriction" in first.text
+    assert again.data.anonymous.total == blank and not again.data.anonymous.kinds and "owl:Restriction" not in again.text
     # The order of the triples is the question's: a cursor issued under another one is refused.
     with pytest.raises(InvalidInput, match="another question"):
         kgr_search(linkml, SETTINGS, Tree("which slots have a range"), LexicalRanker(), "linkml:SlotDefinition", k=5,

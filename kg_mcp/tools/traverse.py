@@ -262,8 +262,12 @@ def _render(backend: Backend, settings: Settings, tree: Tree, ranker: Ranker, vi
     summed = None
     if blank and not listed:
         call = listing.call(anonymous="list")
-        summed = anonymous_summary(backend, namer.id, [edges[i].value for i in blank], len(blank), call)
-    foot = "\n" + anonymous_line("triples to anonymous nodes", summed) if summed is not None else ""
+        # Their kinds on the first page, as the other listings: a later page says how many only.
+        summed = (anonymous_summary(backend, namer.id, [edges[i].value for i in blank], len(blank), call)
+                  if not listing.offset else AnonymousSummary(total=len(blank), call=call))
+    foot = ""
+    if summed is not None and not listing.offset:
+        foot = "\n" + anonymous_line("triples to anonymous nodes", summed)
     current = tree.nodes[entity_id]
     data = TraverseResult(
         entity=this,
