@@ -406,3 +406,30 @@ def test_an_issuers_keys_and_introspection_must_be_https_too():
     for name in ("jwks_uri", "introspection_endpoint"):
         with pytest.raises(IssuerUnreachable, match=name):
             read_metadata(issuer, issuer, {"issuer": issuer, name: "http://keys.example.org/x"})
+
+
+def test_an_issuer_that_stops_answering_is_asked_for_keys_once_per_interval(tmp_path, caplog):
+    """With the issuer down, tokens naming key ids the server does not hold ask it for its key set
+    once every REFETCH_S at most, not once each; a token signed with a key held is still checked."""
+    import logging
+
+    resource = "http://127.0.0.1:9/mcp"
+    config = {"clients": [machine("reader-ci")], "users": {}, "resources": {resource: {"scope": ALL_SCOPES}}}
+    stranger = signing_key()
+    stranger_pem = jwt.algorithms.ECAlgorithm.from_jwk(json.dumps(stranger))
+
+    async def check(verifier, tokens):
+        return [await verifier.verify_token(t) for t in tokens]
+
+    with running_provider(tmp_path, config) as provider:
+        good = provider.client_credentials("reader-ci", SECRET, resource, "kg:read")["access_token"]
+        verifier = server_auth(issuer=provider.issuer, public_url=resource).verifier
+        claims = jwt.decode(good, options={"verify_signature": False})
+        made_up = [jwt.encode(claims, stranger_pem, algorithm="ES256", headers={"kid": f"made-up-{i}"}) for i in range(20)]
+        provider.stop()
+        time.sleep(REFETCH_S)  # past the interval since the keys were fetched at start
+        with caplog.at_level(logging.ERROR, logger="kg_mcp.serving.oauth"):
+            checked = asyncio.run(check(verifier, [good, *made_up, good]))
+    assert checked[0].subject == checked[-1].subject == "reader-ci" and not any(checked[1:-1])
+    asked = [r for r in caplog.records if "keeping the signing keys held" in r.getMessage()]
+    assert len(asked) == 1, [r.getMessage() for r in caplog.records]

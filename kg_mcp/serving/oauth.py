@@ -132,6 +132,8 @@ class OAuthVerifier:
         self._keys: dict[str, dict] = {}  # key id -> JWK (public signing keys only)
         self._prepared: dict[tuple[str, str], jwt.PyJWK] = {}
         self._keys_fetched = 0.0  # monotonic time of the last fetch (0: never)
+        self._next_fetch_at = 0.0  # monotonic time before which the key set is not asked for again
+        self._fetch_failure = ""  # why the last attempt failed, for the requests that do not try again
         self._introspected = Remembered(INTROSPECTION_CACHE_SIZE)  # token digest -> AccessToken
         self._inactive = Remembered(INTROSPECTION_CACHE_SIZE)  # token digest -> _INACTIVE
         self._asking: dict[bytes, anyio.Event] = {}  # token digests being introspected now
@@ -164,6 +166,7 @@ class OAuthVerifier:
         if metadata.jwks_uri:
             self._keys = signing_keys(document, metadata.jwks_uri)
             self._keys_fetched = time.monotonic()
+            self._next_fetch_at = self._keys_fetched + REFETCH_S
             log.info("OAuth: %d signing keys from %s", len(self._keys), metadata.jwks_uri)
 
     def needs_issuer(self, token: str) -> bool:
@@ -245,7 +248,7 @@ class OAuthVerifier:
         elif time.monotonic() - self._keys_fetched > KEYS_MAX_AGE_S:
             await self._fetch_keys(keep_on_failure=True)
         jwk = self._find_key(kid)
-        if jwk is None and time.monotonic() - self._keys_fetched > REFETCH_S:
+        if jwk is None and time.monotonic() >= self._next_fetch_at:
             # Rotated keys: the issuer publishes a new key before it signs with it.
             await self._fetch_keys(keep_on_failure=True)
             jwk = self._find_key(kid)
@@ -268,21 +271,27 @@ class OAuthVerifier:
         return self._keys.get(kid)
 
     async def _fetch_keys(self, *, keep_on_failure: bool = False) -> None:
-        """Fetch the issuer's key set; with `keep_on_failure`, an issuer that does not answer leaves
-        the keys held (tried again after REFETCH_S) instead of refusing every token meanwhile."""
+        """Fetch the issuer's key set, at most once every REFETCH_S whatever the outcome: the requests
+        that come meanwhile (or waited for this one) use the keys held, or are refused at once when
+        none are. With `keep_on_failure`, an issuer that does not answer leaves the keys held
+        instead of refusing every token meanwhile."""
         async with self._fetch_lock():
-            if self._keys_fetched and time.monotonic() - self._keys_fetched < 1.0:
-                return  # another request fetched them while this one waited
+            now = time.monotonic()
+            if now < self._next_fetch_at:  # asked REFETCH_S ago or less, by this request's turn or another's
+                if not self._keys and not keep_on_failure:
+                    raise IssuerUnreachable(self._fetch_failure or "its key set was asked for a moment ago")
+                return
+            self._next_fetch_at = now + REFETCH_S
             try:
                 metadata = await self.metadata()
                 if not metadata.jwks_uri:
                     raise IssuerUnreachable("its metadata names no jwks_uri, so no JWT can be checked")
                 document = await self._http.get_json(metadata.jwks_uri)
             except IssuerUnreachable as e:
+                self._fetch_failure = str(e)
                 if not keep_on_failure or not self._keys:
                     raise
                 log.error("OAuth: keeping the signing keys held: %s", e)
-                self._keys_fetched = time.monotonic() - KEYS_MAX_AGE_S + REFETCH_S
                 return
             self._keys = signing_keys(document, metadata.jwks_uri)
             self._prepared = {}
