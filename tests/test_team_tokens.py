@@ -32,7 +32,7 @@ SHARED = "shared-team-token-" + "s" * 20
 def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("tokens")
     tokens = {name: new_token(name, scopes) for name, scopes in
-              {"nightly": ["kg:read"], "analyst": ["kg:read", "kg:sparql"]}.items()}
+              {"nightly": ["kg:read"], "analyst": ["kg:read", "kg:sparql"], "leaver": ["kg:read"]}.items()}
     tokens_file = work / "tokens.toml"
     tokens_file.write_text("\n".join(table for _, table in tokens.values()))
     port = free_port()
@@ -84,26 +84,31 @@ async def test_each_named_token_is_its_caller_and_the_shared_token_still_works(s
 
 
 def test_a_token_removed_from_the_file_stops_at_once_and_a_new_one_starts(server):
-    assert status(server["url"], server["tokens"]["nightly"]) == 200
+    assert status(server["url"], server["tokens"]["leaver"]) == 200
     fresh, table = new_token("newcomer", ["kg:read"])
     assert status(server["url"], fresh) == 401
-    server["file"].write_text(server["tables"]["analyst"] + "\n" + table)  # nightly revoked, newcomer added
+    kept = [server["tables"][name] for name in ("nightly", "analyst")]  # the other tests' callers stay
+    server["file"].write_text("\n".join([*kept, table]))  # leaver revoked, newcomer added
     time.sleep(RECHECK_S + 0.1)
-    assert status(server["url"], server["tokens"]["nightly"]) == 401
+    assert status(server["url"], server["tokens"]["leaver"]) == 401
     assert status(server["url"], fresh) == 200
     server["file"].write_text("[tokens.broken\n")  # a bad edit keeps the last good file in force
     time.sleep(RECHECK_S + 0.1)
     assert status(server["url"], fresh) == 200
     assert "not valid TOML" in server["log"].read_text()
+    server["file"].write_text("\n".join([*kept, table]))
 
 
-def test_kg_mcp_audit_summarises_per_subject_and_tool(server):
+async def test_kg_mcp_audit_summarises_per_subject_and_tool(server):
+    # Its own calls: the tests of this file may run on other workers, each with its own server.
+    _, ok = await tools_and_call(server["url"], server["tokens"]["nightly"])
+    assert ok and status(server["url"], "no-such-token-" + "n" * 20) == 401
     result = CliRunner().invoke(main, ["audit", str(server["audit"]), "--json"])
     assert result.exit_code == 0, result.output
     table = {(row["subject"], row["name"]): row for row in json.loads(result.output)}
     assert table[("nightly", "find_entities")]["calls"] >= 1
     assert table[("nightly", "find_entities")]["errors"] == 0
-    assert any(name == "(401)" for _, name in table)  # the revoked token's refusals
+    assert any(name == "(401)" for _, name in table)  # the unknown token's refusal
     text = CliRunner().invoke(main, ["audit", str(server["audit"])]).output
     assert "nightly" in text and "find_entities" in text and "calls," in text
 
