@@ -287,6 +287,31 @@ async def test_trees_are_bounded_in_bytes_within_redis_maxmemory_and_a_light_cal
         _end(process)
 
 
+def test_a_full_redis_still_gives_the_secret_it_holds(tmp_path):
+    """At its memory cap Redis refuses every write, SET NX included, even for a key it holds: a
+    replica started then still reads the cursor key the others use (its pages read on anywhere)."""
+    port = free_port()
+    process = start_redis(port, tmp_path / "redis")
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    client.config_set("maxmemory-policy", "noeviction")
+    first = RedisState(url)
+    try:
+        secret = first.shared_secret("cursor-key")
+        client.config_set("maxmemory", str(client.info("memory")["used_memory"] - 64 * 1024))
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            client.set("other-data", b"x")
+        late = RedisState(url)
+        try:
+            assert len(secret) >= 40 and late.shared_secret("cursor-key") == secret
+        finally:
+            late.close()
+    finally:
+        first.close()
+        client.close()
+        _end(process)
+
+
 # --- a Redis that does not answer ------------------------------------------------------------------
 
 

@@ -19,6 +19,9 @@ key long or collide with another kind):
   lease end; expired ones are dropped before counting, so a dead replica's places come back. A
   place taken `renewed` is renewed like a lock while its call runs: it outlives a long call, yet a
   killed replica's comes back within its lease.
+- `kgmcp:secret:NAME` a secret the replicas share (`cursor-key`: the key listings' cursors are signed
+  with, unless KG_MCP_CURSOR_KEY gives one): made by the first replica to ask, kept without expiry
+  (a cursor must read on at any replica for as long as it is served); 43 bytes.
 
 Every command has a short socket timeout (TIMEOUT_S): a Redis that hangs cannot hold a call, and the
 event loop's rate-limit calls use the asyncio client.
@@ -259,12 +262,15 @@ class RedisState(SharedState):
     # --- secrets ---------------------------------------------------------------------------------
     def shared_secret(self, name: str) -> str:
         """The first replica to ask makes it (SET NX), every other reads it; "" when Redis does not
-        answer (the caller falls back to a secret of its own process, and says so)."""
+        answer (the caller falls back to a secret of its own process, and says so). Read first: a
+        Redis at its memory cap refuses every SET, NX or not, even where the key is there."""
         key = f"{PREFIX}secret:{name}"
         try:
             with self._answering("secret"):
-                self.redis.set(key, secrets.token_urlsafe(32), nx=True)
                 found = self.redis.get(key)
+                if found is None:
+                    self.redis.set(key, secrets.token_urlsafe(32), nx=True)
+                    found = self.redis.get(key)
         except SharedStateError:
             return ""
         return found.decode() if isinstance(found, bytes) else (found or "")
