@@ -471,3 +471,32 @@ def test_what_a_turn_writes_reaches_the_socket_in_one_write():
         return received
 
     assert asyncio.run(run()) == head + body + b"data: 1\n\n"
+
+
+def test_past_the_high_water_mark_what_a_turn_writes_goes_at_once():
+    """A large body written in one turn is not held past the transport's high-water mark, so the
+    transport's flow control pauses the writer as it would without the wrapper; an EOF written
+    after data follows the data."""
+    from kg_mcp.serving.whole_responses import OneWritePerTurn
+
+    async def run():
+        ours, theirs = socket.socketpair()
+        transport, _ = await asyncio.get_running_loop().connect_accepted_socket(asyncio.Protocol, ours)
+        transport.set_write_buffer_limits(high=64 * 1024)
+        writes, socket_write = [], transport.write
+        transport.write = lambda data: (writes.append(len(data)), socket_write(data))
+        one = OneWritePerTurn(transport)
+        for _ in range(20):
+            one.write(b"x" * 16 * 1024)  # 320 KB in one turn
+        assert writes and max(writes) <= 64 * 1024 + 16 * 1024 and one.get_write_buffer_size() >= 0
+        one.write(b"end")
+        one.write_eof()
+        theirs.settimeout(5)
+        received = b""
+        while chunk := await asyncio.get_running_loop().run_in_executor(None, theirs.recv, 1 << 20):
+            received += chunk
+        one.close()
+        theirs.close()
+        return received
+
+    assert asyncio.run(run()) == b"x" * 20 * 16 * 1024 + b"end"

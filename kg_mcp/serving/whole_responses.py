@@ -14,6 +14,9 @@ Content-Length) are not held: their head goes out at the end of its turn.
 from __future__ import annotations
 
 import asyncio
+import logging
+
+log = logging.getLogger(__name__)
 
 
 class WholeResponses:
@@ -49,17 +52,23 @@ def _has_length(start: dict) -> bool:
 class OneWritePerTurn:
     """A transport whose writes in one turn of the event loop go to the socket as one write, at the
     end of that turn: a response's head and body are one send(), so a process killed at any moment
-    has sent all of it or none, as long as it fits the socket's buffer (a JSON answer within the
-    output budget does). Everything else is the transport's own."""
+    has sent all of it or none, as long as it fits the socket's buffer and the transport's high-water
+    mark (a JSON answer within the output budget does). Past that mark what is held goes at once,
+    so the transport's flow control (pause_writing) works as without this wrapper. Everything else
+    is the transport's own."""
 
     def __init__(self, transport: asyncio.Transport):
         self._transport = transport
         self._pending: list[bytes] = []
+        self._held = 0  # bytes in _pending
 
     def write(self, data: bytes) -> None:
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(bytes(data))
+        self._held += len(data)
+        if self._held > self._transport.get_write_buffer_limits()[1]:
+            self._flush()
 
     def writelines(self, lines) -> None:
         for data in lines:
@@ -69,19 +78,27 @@ class OneWritePerTurn:
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
+            self._held = 0
             if not self._transport.is_closing():
                 self._transport.write(data)
+            else:  # closed in the same turn (the peer's EOF, a fatal error): nobody reads them now
+                log.debug("%d bytes not sent: the connection closed first", len(data))
 
     def close(self) -> None:
         self._flush()  # what was written before the close is sent before it, as by the transport itself
         self._transport.close()
 
+    def write_eof(self) -> None:
+        self._flush()  # the data written first, then the end
+        self._transport.write_eof()
+
     def abort(self) -> None:
         self._pending.clear()
+        self._held = 0
         self._transport.abort()
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+        return self._transport.get_write_buffer_size() + self._held
 
     def __getattr__(self, name):
         return getattr(self._transport, name)
