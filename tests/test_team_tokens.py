@@ -191,6 +191,13 @@ def test_audit_lines_go_to_a_stream_or_the_journal_as_json(tmp_path):
         log = AuditLog(handler=JournalHandler(str(tmp_path / "journal.socket")), name="journal")
         log.call(Caller("sub:bob\nx", "bob\nx", "cli"), "tool", "follow", {}, "tool_error", ms=2.0)
         datagram = journal.recv(65536)
+        journal.close()  # the journal restarts: a new socket at the same path gets the next line
+        (tmp_path / "journal.socket").unlink()
+        journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        journal.bind(str(tmp_path / "journal.socket"))
+        journal.settimeout(5)
+        log.call(Caller("sub:bob", "bob", "cli"), "tool", "search", {}, "ok", ms=1.0)
+        assert b"KG_MCP_NAME=search" in journal.recv(65536)
         log.close()
     finally:
         journal.close()

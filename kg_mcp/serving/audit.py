@@ -132,13 +132,18 @@ class JournalHandler(logging.Handler):
     def __init__(self, path: str):
         super().__init__()
         self.path = path
+        # Not connected: each record is sent to the path, so a journal restarted (a package upgrade
+        # does that) gets the next one, where a connected socket would keep its dead peer.
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            self._socket.connect(path)
+            probe.connect(path)
         except OSError as e:
             self._socket.close()
             raise ConfigError(f"--audit-log journald: no systemd journal at {path} ({e.strerror}); "
                               "give a file, stdout or stderr instead.") from None
+        finally:
+            probe.close()
 
     def emit(self, record: logging.LogRecord) -> None:
         fields = getattr(record, "audit", {})
@@ -146,7 +151,8 @@ class JournalHandler(logging.Handler):
                  "KG_MCP_SUBJECT": fields.get("subject"), "KG_MCP_NAME": fields.get("name"),
                  "KG_MCP_OUTCOME": fields.get("outcome")}
         try:
-            self._socket.send(b"".join(_journal_field(k, str(v)) for k, v in entry.items() if v is not None))
+            datagram = b"".join(_journal_field(k, str(v)) for k, v in entry.items() if v is not None)
+            self._socket.sendto(datagram, self.path)
         except OSError:
             self.handleError(record)
 
