@@ -112,6 +112,9 @@ def shipped_config_for(ports: list[int], https_port: int, http_port: int, cert: 
     text = _UPSTREAM_LINE.sub("", text)
     servers = "".join(f"{indent}server 127.0.0.1:{port} {options}\n" for port in ports)
     text = text[: first.start()] + servers + text[first.start():]
+    if text.count("server_name kg.example.org;") != 2:
+        raise AssertionError("deploy/nginx/kg-mcp.conf should name kg.example.org in both its servers")
+    text = text.replace("server_name kg.example.org;", "server_name 127.0.0.1;")
     for old, new in [
         ("listen 80;", f"listen 127.0.0.1:{http_port};"),
         ("listen 443 ssl;", f"listen 127.0.0.1:{https_port} ssl;"),
