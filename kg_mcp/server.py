@@ -31,7 +31,7 @@ from kg_mcp.calls.caller import Caller, caller_of, calling_as
 from kg_mcp.errors import ConfigError
 from kg_mcp.prompt_files import PromptFile, mcp_prompts, read_prompt
 from kg_mcp.protocol import add_protocol
-from kg_mcp.quoting import quoted
+from kg_mcp.quoting import quoted, shown_url
 from kg_mcp.schema.summary import schema_document, server_instructions
 from kg_mcp.serving.audit import AuditLog, Timer, rows_of
 from kg_mcp.serving.auth import ServerAuth, server_auth
@@ -371,10 +371,19 @@ def _add_resources(server: MCPServer, backend: Backend, settings: Settings, *, p
                 "entities": s.entities,
                 "relations": s.relations,
                 "lower_bounds": s.bounded,  # true: each count is "at least" that many
-                **{k: v for k, v in s.details.items() if not (private and k == "location")},
+                **_shown_details(s.details, private),
             },
             indent=1,
         )
+
+
+def _shown_details(details: dict, private: bool) -> dict:
+    """A store's details as kg://stats shows them: an endpoint's URL without its password or query;
+    where callers sign in, neither the store's place on disk nor the endpoint (an internal host)."""
+    shown = {k: v for k, v in details.items() if not (private and k in ("location", "endpoint"))}
+    if isinstance(shown.get("endpoint"), str):
+        shown["endpoint"] = shown_url(shown["endpoint"])
+    return shown
 
 
 class Computed:

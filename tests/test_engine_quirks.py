@@ -186,3 +186,11 @@ def test_void_statistics_are_used_when_published(engine_endpoints, tmp_path):
     out = get_relations(backend, Settings(), "id:a")
     assert "| knows |" in out.text and "<http" not in out.text
     assert explore_kg(backend, Settings(), "id:a", ["knows"]).data.relations[0].neighbours[0].id == "id:b"
+
+
+def test_kg_stats_shows_an_endpoint_without_its_password_and_hides_it_where_callers_sign_in():
+    from kg_mcp.server import _shown_details
+
+    details = {"endpoint": "https://reader:s3cret@sparql.internal:8890/sparql?key=k", "counts": "exact"}
+    assert _shown_details(details, private=False) == {"endpoint": "https://sparql.internal:8890/sparql", "counts": "exact"}
+    assert _shown_details({**details, "location": "/srv/kg/store"}, private=True) == {"counts": "exact"}

@@ -37,12 +37,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio
 
 from kg_mcp.calls import deadline
+from kg_mcp.quoting import quoted, shown_url
 from kg_mcp.state import Checkout, Lease, SharedState, SharedStateError
 from kg_mcp.state.redis_trees import MAKE_ROOM, SAVE, BudgetReader, index_keys, pack, room_needed, unpack
 from kg_mcp.state.trees import decode, encode
@@ -107,19 +108,6 @@ def hashed(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def shown_url(url: str) -> str:
-    """The URL without its password, for logs and errors.
-
-    >>> shown_url("redis://:secret@10.0.0.5:6379/0")
-    'redis://10.0.0.5:6379/0'
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 class RedisState(SharedState):
     between_processes = True
 
@@ -127,7 +115,7 @@ class RedisState(SharedState):
         if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
             from kg_mcp.errors import ConfigError
 
-            raise ConfigError(f"--redis wants a redis://, rediss:// or unix:// URL, not {url[:80]!r}")
+            raise ConfigError(f"--redis wants a redis://, rediss:// or unix:// URL, not {quoted(shown_url(url))}")
         self.url = url
         self.where = shown_url(url)
         self.tool_timeout_s = tool_timeout_s
