@@ -14,6 +14,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -132,14 +133,16 @@ class IssuerClient:
 
     def __init__(self, connections: int = ISSUER_CONNECTIONS):
         self.limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self._clients: dict[int, httpx2.AsyncClient] = {}
+        # By the loop itself, held weakly: an id can come back for a new loop once the old one is
+        # gone, which would hand it connections of a dead loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _client(self) -> httpx2.AsyncClient:
-        loop = id(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            if self._clients:  # made on a loop that has ended (tests, a restarted server): drop it
-                self._clients.clear()
             client = self._clients[loop] = httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, limits=self.limits)
         return client
 
