@@ -17,6 +17,7 @@ import ssl
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import httpcore2
 import httpx2
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -57,8 +58,10 @@ class Remote:
             return True
         # The system's CAs and --cacert's together: create_default_context(cafile=...) would trust
         # that file alone, and the issuer the server names often has a public CA's certificate while
-        # the server has one of the team's own CA.
-        context = ssl.create_default_context()
+        # the server has one of the team's own CA. The base is what httpx2 trusts by default (the
+        # system's store through truststore on macOS and Windows, where Python's own context holds
+        # no CA at all on python.org's builds).
+        context = httpcore2.default_ssl_context()
         try:
             context.load_verify_locations(cafile=self.cacert)
         except (OSError, ssl.SSLError) as e:
