@@ -433,3 +433,51 @@ def test_an_issuer_that_stops_answering_is_asked_for_keys_once_per_interval(tmp_
     assert checked[0].subject == checked[-1].subject == "reader-ci" and not any(checked[1:-1])
     asked = [r for r in caplog.records if "keeping the signing keys held" in r.getMessage()]
     assert len(asked) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_kg_mcp_call_checks_the_issuer_a_server_names_before_sending_a_secret_there():
+    """`kg-mcp call --client-id` without --issuer takes the issuer from the server's Protected
+    Resource Metadata: metadata describing another resource, or an issuer over plain http, is
+    refused before the client's secret goes anywhere (RFC 9728 §3.3)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from click.testing import CliRunner
+
+    from kg_mcp.cli import main
+
+    served = {"resource": "", "issuer": ""}
+
+    class Server(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # the MCP endpoint: sign in first
+            self.send_response(401)
+            prm = f"http://127.0.0.1:{self.server.server_port}/.well-known/oauth-protected-resource/mcp"
+            self.send_header("WWW-Authenticate", f'Bearer resource_metadata="{prm}"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self):
+            body = json.dumps({"resource": served["resource"], "authorization_servers": [served["issuer"]]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_port}/mcp"
+    args = ["call", "--url", url, "--client-id", "nightly", "--client-secret-env", "NIGHTLY", "find_entities", "{}"]
+    try:
+        for resource, issuer, said in [
+            ("https://elsewhere.example.org/mcp", "https://login.example.org", "not " + url),
+            (url, "http://login.example.org", "not an https URL"),
+        ]:
+            served.update(resource=resource, issuer=issuer)
+            result = CliRunner(env={"NIGHTLY": SECRET}).invoke(main, args)
+            assert result.exit_code != 0 and said in result.output and "--issuer" in result.output, result.output
+    finally:
+        httpd.shutdown()

@@ -32,7 +32,8 @@ def _any_server_options(func):
                      help="With --client-id: ask for this scope (repeatable); default: every scope the server lists, "
                           "which an issuer refuses if the client does not hold them all."),
         click.option("--issuer", metavar="URL",
-                     help="With --client-id: send the credentials only to this issuer (default: the one the server names)."),
+                     help="With --client-id: send the credentials only to this issuer (default: the one the server "
+                          "names, over https, in metadata that describes --url)."),
     ]
     for option in reversed(options):
         func = option(func)

@@ -16,6 +16,7 @@ import os
 import ssl
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpcore2
 import httpx2
@@ -131,8 +132,17 @@ def challenge_params(value: str) -> dict[str, str]:
 
 
 def _issuer_of(url: str, verify) -> str:
-    """The issuer the server's Protected Resource Metadata names (found from its 401), so that the
-    client's credentials are only ever sent there."""
+    """The issuer the server's Protected Resource Metadata names (found from its 401): the server
+    chooses it, so it is checked as RFC 9728 asks (the metadata describes this URL) and reached
+    over https only (but on a loopback address). Give --issuer to choose it yourself."""
+    from kg_mcp.serving.issuer import check_issuer_url, is_loopback
+
+    def https(where: str, what: str) -> None:
+        parts = urlsplit(where)
+        if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname or "")):
+            raise ConfigError(f"{url} names {what} {where!r}, not an https URL: the client's secret would travel in "
+                              "the clear. Give --issuer URL to choose the issuer yourself.")
+
     try:
         answer = httpx2.post(url, json={}, headers={"Accept": "application/json, text/event-stream"}, timeout=30,
                              verify=verify)
@@ -140,11 +150,17 @@ def _issuer_of(url: str, verify) -> str:
         if answer.status_code != 401 or not where:
             raise ConfigError(f"{url} does not ask for OAuth sign-in (HTTP {answer.status_code}, no resource_metadata): "
                               "give its token with --auth-token-env instead of --client-id.")
-        servers = httpx2.get(where, timeout=30, verify=verify).json().get("authorization_servers") or []
+        https(where, "its resource metadata at")
+        metadata = httpx2.get(where, timeout=30, verify=verify).json()
+        servers = metadata.get("authorization_servers") or []
     except (httpx2.HTTPError, ValueError, AttributeError) as e:
         raise ConfigError(f"Cannot read how {url} signs clients in: {e}") from None
+    if str(metadata.get("resource", "")).rstrip("/") != url.rstrip("/"):
+        raise ConfigError(f"{where} describes {metadata.get('resource')!r}, not {url} (RFC 9728): give --issuer URL "
+                          "to choose the issuer yourself.")
     if len(servers) != 1:
         raise ConfigError(f"{url} names {len(servers)} issuers: say which one holds this client with --issuer URL.")
+    https(str(servers[0]), "the issuer")
     return str(servers[0])
 
 
