@@ -135,7 +135,7 @@ def _issuer_of(url: str, verify) -> str:
     """The issuer the server's Protected Resource Metadata names (found from its 401): the server
     chooses it, so it is checked as RFC 9728 asks (the metadata describes this URL) and reached
     over https only (but on a loopback address). Give --issuer to choose it yourself."""
-    from kg_mcp.serving.issuer import check_issuer_url, is_loopback
+    from kg_mcp.serving.issuer import is_loopback
 
     def https(where: str, what: str) -> None:
         parts = urlsplit(where)

@@ -201,8 +201,10 @@ def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence 
         rows += backend.neighbours(node, way, predicates, cap - len(rows), offset=max(0, offset - n_named),
                                    values=Values.ANONYMOUS)
     total = n_named + n_blank if listed else n_named
-    if not exact:  # counted up to the cap: the listing ends where its count does, so that the rows of
-        rows = rows[: max(0, total - offset)]  # the next entity of a batch start where the count says
+    if not exact:
+        # Counted up to the cap: the listing ends where its count does, so that the next entity of a
+        # batch starts where the count says.
+        rows = rows[: max(0, total - offset)]
     sample = []
     if not listed and n_blank and (not offset if first_page is None else first_page):
         sample = [r.value for r in backend.neighbours(node, way, predicates, CLASSIFIED, values=Values.ANONYMOUS)]
