@@ -481,3 +481,21 @@ def test_kg_mcp_call_checks_the_issuer_a_server_names_before_sending_a_secret_th
             assert result.exit_code != 0 and said in result.output and "--issuer" in result.output, result.output
     finally:
         httpd.shutdown()
+
+
+def test_a_published_key_is_known_however_its_numbers_are_written():
+    """The thumbprint is RFC 7638's (its own example key), and the published development key written
+    with a leading zero byte or with padding, which PyJWT reads as the same key, is still refused."""
+    from kg_mcp.serving.published_keys import thumbprint
+
+    example = {"kty": "RSA", "e": "AQAB", "n": (
+        "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjB"
+        "ZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8"
+        "KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_x"
+        "BniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw")}
+    assert thumbprint(example) == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+    dev = {k: v for k, v in published_development_key().items() if k in ("kty", "n", "e", "kid")}
+    zero = base64.urlsafe_b64encode(b"\0" + base64.urlsafe_b64decode(dev["n"] + "==")).rstrip(b"=").decode()
+    for written in ({**dev, "n": zero}, {**dev, "n": dev["n"] + "==", "e": dev["e"] + "="}):
+        assert jwt.PyJWK(written, algorithm="RS256").key.public_numbers() == jwt.PyJWK(dev, algorithm="RS256").key.public_numbers()
+        assert published_as(written) is not None

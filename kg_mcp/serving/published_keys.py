@@ -10,6 +10,7 @@ id: the same key published again under another `kid` is still refused.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 
@@ -24,17 +25,41 @@ PUBLISHED = {
 _MEMBERS = {"RSA": ("e", "kty", "n"), "EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x")}
 
 
-def thumbprint(jwk: dict) -> str | None:
-    """A JWK's RFC 7638 thumbprint (SHA-256, base64url), or None when it lacks a required member.
+_EC_SIZES = {"P-256": 32, "P-384": 48, "P-521": 66}  # bytes of a coordinate (RFC 7518 §6.2.1.2)
 
-    >>> thumbprint({"kty": "EC", "crv": "P-256", "x": "AA", "y": "AQ", "kid": "any"})
-    'fpsA8udergWQQtZ5ijw9k_6RoFRa-SBsNr8jkweRkU4'
+
+def thumbprint(jwk: dict) -> str | None:
+    """A JWK's RFC 7638 thumbprint (SHA-256, base64url) of its public numbers written canonically,
+    or None when it lacks a required member. Canonically: PyJWT reads an RSA number with leading
+    zero bytes, or any member with `=` padding, as the same key, so the same key written so must
+    get the same thumbprint.
+
+    >>> thumbprint({"kty": "EC", "crv": "P-256", "x": "AA", "y": "AQ"}) == thumbprint(
+    ...     {"kty": "EC", "crv": "P-256", "x": "A" * 43, "y": "A" * 42 + "E", "kid": "any"})
+    True
+    >>> thumbprint({"kty": "RSA", "e": "AQAB", "n": "AKk"}) == thumbprint({"kty": "RSA", "e": "AQAB==", "n": "qQ"})
+    True
     """
-    members = _MEMBERS.get(jwk.get("kty"))
+    kty = jwk.get("kty")
+    members = _MEMBERS.get(kty)
     if members is None or not all(isinstance(jwk.get(m), str) for m in members):
         return None
-    canonical = json.dumps({m: jwk[m] for m in members}, separators=(",", ":"), sort_keys=True)
-    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
+    canonical = {}
+    for member in members:
+        value = jwk[member]
+        if member not in ("kty", "crv"):
+            try:
+                raw = base64.urlsafe_b64decode(value + "=" * (-len(value.rstrip("=")) % 4))
+            except (binascii.Error, ValueError):
+                return None
+            if kty == "RSA":
+                raw = raw.lstrip(b"\0") or b"\0"  # an integer: its minimal big-endian bytes
+            elif (size := _EC_SIZES.get(jwk.get("crv", ""))) and len(raw.lstrip(b"\0")) <= size:
+                raw = raw.lstrip(b"\0").rjust(size, b"\0")  # a coordinate: the curve's full length
+            value = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        canonical[member] = value
+    text = json.dumps(canonical, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
 
 
 def published_as(jwk: dict) -> str | None:
