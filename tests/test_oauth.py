@@ -499,3 +499,35 @@ def test_a_published_key_is_known_however_its_numbers_are_written():
     for written in ({**dev, "n": zero}, {**dev, "n": dev["n"] + "==", "e": dev["e"] + "="}):
         assert jwt.PyJWK(written, algorithm="RS256").key.public_numbers() == jwt.PyJWK(dev, algorithm="RS256").key.public_numbers()
         assert published_as(written) is not None
+
+
+def test_an_issuer_that_never_answers_holds_the_start_once(monkeypatch):
+    """The key check at start waits START_TIMEOUT_S in all, not per request: an issuer that takes the
+    connection and never answers gets one request, not one for each place its metadata may be."""
+    import socket
+    import threading
+
+    from kg_mcp.serving import issuer as issuer_module
+
+    monkeypatch.setattr(issuer_module, "START_TIMEOUT_S", 1.0)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted = []
+
+    def hold():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(connection)  # read nothing, answer nothing
+
+    threading.Thread(target=hold, daemon=True).start()
+    try:
+        assert issuer_module.fetch_at_start(f"http://127.0.0.1:{listener.getsockname()[1]}") is None
+        assert len(accepted) == 1
+    finally:
+        listener.close()
+        for connection in accepted:
+            connection.close()

@@ -14,6 +14,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import time
 import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -26,7 +27,7 @@ from kg_mcp.serving.published_keys import published_as
 log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT_S = 10.0
-START_TIMEOUT_S = 5.0  # the key check at start waits no longer for an issuer that does not answer
+START_TIMEOUT_S = 5.0  # the key check at start waits about this long in all for an issuer that does not answer
 ISSUER_CONNECTIONS = 8
 
 
@@ -163,16 +164,25 @@ class IssuerClient:
 
 def fetch_at_start(issuer: str) -> tuple[IssuerMetadata, dict] | None:
     """The issuer's metadata and key set document, fetched once before serving (a blocking call), or
-    None when it does not answer within START_TIMEOUT_S (logged; tokens are checked when it does)."""
+    None when it does not answer within START_TIMEOUT_S in all (logged; tokens are checked when it
+    does): each request's connect and each read waits at most what is left of it, and none starts
+    after it."""
     problems = []
+    ends = time.monotonic() + START_TIMEOUT_S
+
+    def get(client: httpx2.Client, url: str):
+        left = ends - time.monotonic()
+        if left <= 0:
+            raise IssuerUnreachable(f"no answer within {START_TIMEOUT_S:g} s")
+        return _json_of(url, client.get(url, headers={"Accept": "application/json"}, timeout=left))
+
     with httpx2.Client(timeout=START_TIMEOUT_S) as client:
         for url in metadata_urls(issuer):
             try:
-                metadata = read_metadata(issuer, url, _json_of(url, client.get(url, headers={"Accept": "application/json"})))
+                metadata = read_metadata(issuer, url, get(client, url))
                 if not metadata.jwks_uri:
                     return metadata, {}
-                keys_url = metadata.jwks_uri
-                return metadata, _json_of(keys_url, client.get(keys_url, headers={"Accept": "application/json"}))
+                return metadata, get(client, metadata.jwks_uri)
             except (httpx2.HTTPError, IssuerUnreachable) as e:
                 problems.append(f"{url}: {e}")
     log.warning("OAuth: the issuer %s does not answer yet (%s); its keys are checked when it does", issuer, "; ".join(problems))
