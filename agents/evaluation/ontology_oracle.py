@@ -250,7 +250,8 @@ async def ask_all(kg: KGClient, name: str, asked: list[OntologyQuestion]) -> Res
         pages, chars = await read_pages(kg, question.tool, question.arguments)
         error = next((page for page in pages if page.is_error), None)
         answers: dict[str, set[str]] = {}
-        for page in pages if error is None else []:
+        # A later page that fails ends the read: the pages before it count, as a model has them.
+        for page in pages[: pages.index(error)] if error is not None else pages:
             for shown, forms in read_answers(question.tool, page.text).items():
                 answers.setdefault(shown, set()).update(forms)
         missing, exact, precision, extra = score(answers, question.answers)

@@ -153,9 +153,10 @@ def _no_topic(question: Question) -> OracleRow:
 class Read:
     """One call read to its last page, as a model reading each page's last line would."""
 
-    pages: list[str]  # the pages' texts
-    is_error: bool
-    unread: bool  # a next page was left unread (past the oracle's bound on pages)
+    pages: list[str]  # the pages' texts (up to a page that failed)
+    is_error: bool  # the call failed at its first page
+    unread: bool  # rows left unread: a next page past the oracle's bound on pages, or one that failed
+    failed: str = ""  # the error of a later page: read by the model, but no rows
 
     @property
     def text(self) -> str:
@@ -163,11 +164,11 @@ class Read:
 
     @property
     def tokens(self) -> int:
-        return sum(count_tokens(page) for page in self.pages)
+        return sum(count_tokens(page) for page in [*self.pages, self.failed])
 
     @property
     def chars(self) -> int:
-        return sum(len(page) for page in self.pages)
+        return sum(len(page) for page in [*self.pages, self.failed])
 
     @property
     def cut(self) -> bool:
@@ -177,7 +178,9 @@ class Read:
 
 class _Calls:
     """The walk's tool calls, each read to its last page (at most `max_pages`) and made once per run
-    (the tools are read-only and deterministic)."""
+    (the tools are read-only and deterministic). A later page that fails (a cursor gone stale) ends
+    the read there: the pages before it count, as a model has them, and the call counts as cut
+    (ARK's rule too)."""
 
     def __init__(self, kg: KGClient, max_pages: int = MAX_PAGES):
         self.kg, self.max_pages = kg, max_pages
@@ -187,9 +190,14 @@ class _Calls:
         key = (tool, json.dumps(arguments, sort_keys=True))
         if key not in self.cache:
             pages = await self.kg.call_pages(tool, arguments, max_pages=self.max_pages)
-            error = next((page for page in pages if page.is_error), None)
-            unread = error is None and bool((pages[-1].data or {}).get("next_cursor"))
-            self.cache[key] = Read([page.text for page in pages], error is not None, unread)
+            failed_at = next((i for i, page in enumerate(pages) if page.is_error), None)
+            if failed_at == 0:
+                self.cache[key] = Read([pages[0].text], True, False)
+            else:
+                kept = pages if failed_at is None else pages[:failed_at]
+                failed = "" if failed_at is None else pages[failed_at].text
+                unread = failed_at is not None or bool((kept[-1].data or {}).get("next_cursor"))
+                self.cache[key] = Read([page.text for page in kept], False, unread, failed)
         return self.cache[key]
 
 
