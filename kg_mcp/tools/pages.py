@@ -173,14 +173,14 @@ class NeighbourPage:
 
 
 def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence | None, first: list[Neighbour],
-                   complete: bool, cap: int, offset: int, listed: bool, first_page: bool | None = None) -> NeighbourPage:
+                   complete: bool, cap: int, offset: int, listed: bool, first_page: bool) -> NeighbourPage:
     """The page of at most `cap` rows from `offset` on of `node`'s neighbours: the named ones, then
     the anonymous ones when `listed` (or when there are no named ones). `first` is a first read of
     the neighbours; `complete`: it holds them all, and the page is cut from it in its order.
     Otherwise the page reads named rows, then anonymous ones, by offset, in the order that every
     page of the listing reads them in (Backend.neighbours). The anonymous ones summed up are
-    sampled on the listing's `first_page` only (default: the node's own offset is 0; an entity of a
-    batch that starts past the page's start is read from 0 on a later page too)."""
+    sampled on the listing's `first_page` only (not on the node's own offset 0: an entity of a batch
+    that starts past the page's start is read from 0 on a later page too)."""
     predicates = list(predicates) if predicates else None
     if complete:
         named = [r for r in first if not isinstance(r.value, ox.BlankNode)]
@@ -206,7 +206,7 @@ def neighbour_page(backend: Backend, node, way: Direction, predicates: Sequence 
         # batch starts where the count says.
         rows = rows[: max(0, total - offset)]
     sample = []
-    if not listed and n_blank and (not offset if first_page is None else first_page):
+    if not listed and n_blank and first_page:
         sample = [r.value for r in backend.neighbours(node, way, predicates, CLASSIFIED, values=Values.ANONYMOUS)]
     return NeighbourPage(rows, total, n_named, n_blank, exact, listed, sample)
 

@@ -112,7 +112,8 @@ def search(
         if predicates:
             return _no_rows(backend, settings, node, way, predicates, entity)
         backend.require(node, entity)
-    page = neighbour_page(backend, node, way, predicates, first, len(first) <= cap, cap, listing.offset, listed)
+    page = neighbour_page(backend, node, way, predicates, first, len(first) <= cap, cap, listing.offset, listed,
+                          first_page=not listing.offset)
     return _rows_view(backend, settings, listing, node, way, page, filtered=bool(predicates), whole=len(predicates) == 1)
 
 

@@ -122,7 +122,8 @@ def search_many(
     total_rows = sum(page.total for _, page in pages)
     blank = sum(page.blank for _, page in pages if not page.listed)
     wanted = f", properties {', '.join(_property_name(namer, p) for p in predicates)}" if predicates else ""
-    at_least = "at least " if any(not page.exact for _, page in pages) else ""  # some counted up to the cap
+    counted_all = all(page.exact for _, page in pages)  # else some were counted up to the cap
+    at_least = "" if counted_all else "at least "
     head = f"search {plural(len(nodes), 'entity')}, {way.value}{wanted}: {at_least}{plural(total_rows, 'row')}"
     if blank:
         where = "summed up below" if not listing.offset else "summed up on the first page"
@@ -147,7 +148,7 @@ def search_many(
     header = table(headers, [], settings)
     fits = listing.fit(sizes, out_rows, text_used=len(head) + len(foot) + len(header) + 2 + len(" Labels are given once."),
                        json_used=len(data.model_dump_json()) + 200 * len(parts))
-    token, more = listing.more(fits, total_rows, exact=not at_least)
+    token, more = listing.more(fits, total_rows, exact=counted_all)
     order = sorted(range(fits), key=lambda i: (positions[read[i][0]], *shown_key(read[i][1])))
     md_rows, labelled = [], set()
     for i in order:
@@ -262,7 +263,7 @@ def explore_lists(backend: Backend, nodes, chosen: list, per_list: int, offset: 
             deadline.check()
             first = backend.neighbours(node, direction, [predicate], per_list + 1)
             page = neighbour_page(backend, node, direction, [predicate], first, len(first) <= per_list, per_list, offset,
-                                  listed)
+                                  listed, first_page=not offset)
             lists.append(ExploredList(node, predicate, direction, page))
     return lists
 
